@@ -1,0 +1,1 @@
+"""Adapters at the edges: Kubernetes, PD, MySQL protocol, metrics."""

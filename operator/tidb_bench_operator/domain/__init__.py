@@ -1,0 +1,1 @@
+"""Pure domain code: models, sysbench argv/parsing, analysis, manifest builders."""
