@@ -1,0 +1,198 @@
+"""Sweep summary (peak, knee, SLO) and regression detection, on the field notes' numbers."""
+
+from __future__ import annotations
+
+from tidb_bench_operator.domain.analysis import compute_summary, detect_regression
+from tidb_bench_operator.domain.results import Latency, StepResult
+
+
+def step(
+    workload: str, threads: int, qps: float, p95: float | None, tps: float = 0.0
+) -> StepResult:
+    return StepResult(
+        workload=workload,
+        threads=threads,
+        tps=tps or qps,
+        qps=qps,
+        read_qps=qps,
+        write_qps=0.0,
+        other_qps=0.0,
+        latency_ms=Latency(min=0.1, avg=1.0, max=100.0, percentile=95, value=p95),
+        errors_per_sec=0.0,
+        reconnects_per_sec=0.0,
+        events=int(qps * 15),
+        duration_seconds=15.0,
+        sysbench_version="1.0.20",
+    )
+
+
+# Field notes 000: point-select sweep (TiKV=3, bench node alone) and the OLTP read-write sweep.
+POINT_SELECT = [
+    step("oltp_point_select", 64, 39562, 3.89),
+    step("oltp_point_select", 128, 49193, 4.33),
+    step("oltp_point_select", 256, 44952, 10.65),
+]
+READ_WRITE = [
+    step("oltp_read_write", 32, 13020, 64, tps=651),
+    step("oltp_read_write", 64, 17286, 94, tps=864),
+    step("oltp_read_write", 128, 20203, 167, tps=1010),
+    step("oltp_read_write", 256, 22801, 314, tps=1140),
+]
+
+
+def test_the_point_select_sweep_peaks_and_saturates_at_128_threads() -> None:
+    summary = compute_summary(POINT_SELECT, slo_latency_ms=105)
+    assert (summary.peak_qps, summary.peak_threads) == (49193, 128)
+    assert summary.saturation_threads == 128
+    assert summary.recommended_threads == 128
+    assert summary.headline == (
+        "oltp_point_select: peak 49,193 QPS at 128 threads (p95 4.33 ms); saturates at 128; "
+        "recommended 128 under p95 < 105 ms"
+    )
+    assert summary.workloads[0].saturation_basis == "knee"
+
+
+def test_the_read_write_sweep_recommends_64_threads_under_the_105_ms_slo() -> None:
+    summary = compute_summary(READ_WRITE, slo_latency_ms=105)
+    assert summary.recommended_threads == 64
+    assert summary.workloads[0].recommended_qps == 17286
+    assert (summary.peak_qps, summary.peak_threads) == (22801, 256)
+
+
+def test_a_sweep_still_gaining_qps_has_no_knee_and_falls_back_to_the_peak() -> None:
+    # 128 -> 256 still adds 12.9% QPS, so the latency growth alone is no knee.
+    workload = compute_summary(READ_WRITE, slo_latency_ms=105).workloads[0]
+    assert workload.saturation_threads == 256
+    assert workload.saturation_basis == "peak"
+    assert "no knee up to 256 threads" in workload.headline
+
+
+def test_tidb_cloud_point_select_numbers_scale_without_a_knee() -> None:
+    # FACTS.md 6: v8.1 point select 50/100/200 threads, p95 1.96/2.03/2.48 ms.
+    steps = [
+        step("oltp_point_select", 50, 32741, 1.96),
+        step("oltp_point_select", 100, 62545, 2.03),
+        step("oltp_point_select", 200, 111470, 2.48),
+    ]
+    summary = compute_summary(steps, slo_latency_ms=105)
+    assert (summary.peak_threads, summary.saturation_threads, summary.recommended_threads) == (
+        200,
+        200,
+        200,
+    )
+
+
+def test_without_an_slo_nothing_is_recommended_and_the_headline_says_so() -> None:
+    summary = compute_summary(POINT_SELECT, slo_latency_ms=None)
+    assert summary.recommended_threads is None
+    assert summary.headline.endswith("; no SLO set")
+
+
+def test_an_slo_no_step_meets_recommends_nothing_and_says_so() -> None:
+    summary = compute_summary(READ_WRITE, slo_latency_ms=50)
+    assert summary.recommended_threads is None
+    assert summary.headline.endswith("; no step meets p95 < 50 ms")
+
+
+def test_a_step_without_a_percentile_value_is_never_recommended() -> None:
+    steps = [
+        step("oltp_point_select", 64, 39562, 3.89),
+        step("oltp_point_select", 128, 49193, None),
+    ]
+    assert compute_summary(steps, slo_latency_ms=105).recommended_threads == 64
+
+
+def test_several_workloads_get_a_summary_each_and_the_overall_peak_across_all() -> None:
+    summary = compute_summary(READ_WRITE + POINT_SELECT, slo_latency_ms=105)
+    assert [w.workload for w in summary.workloads] == ["oltp_read_write", "oltp_point_select"]
+    assert (summary.peak_qps, summary.peak_threads) == (49193, 128)
+    assert summary.peak_workload == "oltp_point_select"
+    assert summary.recommended_threads == 128
+    assert summary.headline.count(" | ") == 1
+
+
+def test_no_steps_give_an_empty_summary() -> None:
+    summary = compute_summary([], slo_latency_ms=105)
+    assert summary.peak_qps is None
+    assert summary.headline == "no finished steps"
+
+
+def test_the_summary_is_camel_case_on_the_wire() -> None:
+    wire = compute_summary(POINT_SELECT, slo_latency_ms=105).model_dump(by_alias=True)
+    for key in ("peakQps", "peakThreads", "recommendedThreads", "saturationThreads", "headline"):
+        assert key in wire
+    assert wire["workloads"][0]["saturationBasis"] == "knee"
+
+
+# ------------------------------------------------------------------------------------------
+# Regression
+# ------------------------------------------------------------------------------------------
+
+KEY = ("oltp_point_select", 128)
+NOISY_BASELINE = [{KEY: qps} for qps in (100_000.0, 103_000.0, 97_000.0, 101_500.0, 98_500.0)]
+
+
+def test_five_noisy_runs_within_three_percent_are_not_flagged() -> None:
+    for run in NOISY_BASELINE:
+        others = [r for r in NOISY_BASELINE if r is not run]
+        verdict = detect_regression(run, others, max_drop_percent=2)
+        assert not verdict.regressed, verdict.message
+
+
+def test_a_drop_above_the_limit_but_within_the_baselines_own_spread_is_not_flagged() -> None:
+    verdict = detect_regression({KEY: 97_000.0}, NOISY_BASELINE, max_drop_percent=2)
+    (comparison,) = verdict.steps
+    assert comparison.baseline_median_qps == 100_000.0
+    assert comparison.baseline_spread_percent == 6.0
+    assert comparison.delta_percent == -3.0
+    assert comparison.status == "ok"
+    assert not verdict.regressed
+
+
+def test_a_thirty_percent_drop_is_flagged_with_its_numbers() -> None:
+    verdict = detect_regression({KEY: 70_000.0}, NOISY_BASELINE, max_drop_percent=10)
+    assert verdict.regressed
+    (comparison,) = verdict.steps
+    assert comparison.delta_percent == -30.0
+    assert comparison.status == "regressed"
+    assert "oltp_point_select@128" in verdict.message
+    assert "-30.0%" in verdict.message
+
+
+def test_the_field_notes_colocated_tikv_run_is_a_regression() -> None:
+    # 000: TiKV-3 landed on the bench node; every step dropped by 23-37%.
+    baseline = {
+        ("oltp_point_select", 64): 39562.0,
+        ("oltp_point_select", 128): 49193.0,
+        ("oltp_point_select", 256): 44952.0,
+    }
+    current = {
+        ("oltp_point_select", 64): 25665.0,
+        ("oltp_point_select", 128): 30940.0,
+        ("oltp_point_select", 256): 34665.0,
+    }
+    verdict = detect_regression(current, [baseline], max_drop_percent=10)
+    assert verdict.regressed
+    assert [c.status for c in verdict.steps] == ["regressed"] * 3
+    assert [c.delta_percent for c in verdict.steps] == [-35.13, -37.1, -22.88]
+
+
+def test_without_baseline_runs_the_verdict_is_insufficient_baseline() -> None:
+    verdict = detect_regression({KEY: 1.0}, [], max_drop_percent=10)
+    assert verdict.insufficient_baseline
+    assert not verdict.regressed
+    assert "insufficient baseline" in verdict.message
+
+
+def test_new_and_missing_steps_are_reported_but_not_flagged() -> None:
+    new_key = ("oltp_read_write", 64)
+    verdict = detect_regression({new_key: 100.0}, NOISY_BASELINE, max_drop_percent=10)
+    statuses = {(c.workload, c.threads): c.status for c in verdict.steps}
+    assert statuses == {new_key: "no-baseline", KEY: "missing"}
+    assert not verdict.regressed
+
+
+def test_the_verdict_is_camel_case_on_the_wire() -> None:
+    wire = detect_regression({KEY: 70_000.0}, NOISY_BASELINE, 10).model_dump(by_alias=True)
+    assert wire["insufficientBaseline"] is False
+    assert wire["steps"][0]["baselineMedianQps"] == 100_000.0
