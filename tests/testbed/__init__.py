@@ -1,0 +1,1 @@
+"""The local test bed: a real Kubernetes control plane, a node agent, MariaDB and sysbench."""

@@ -1,0 +1,502 @@
+"""The test bed's node agent: a tiny stand-in for the kubelet on the fake nodes.
+
+What it does, as a kubelet would:
+- pods that stand in for TiDB/TiKV/PD (TiDB Operator's component label, or the annotation
+  `testbed.tidbbench.io/standin`) go Running and Ready with pod IP 127.0.0.1;
+- every other pod bound to a node runs its containers' `command`+`args` as local processes,
+  with the pod's env (value, secretKeyRef, configMapKeyRef, fieldRef, envFrom) and `$(VAR)`
+  expansion; stdout/stderr become the container log; the termination message file is
+  bind-mounted per container (a private mount namespace via `unshare -m`, like the kubelet's
+  per-container mount) and copied into the container status (4096 bytes at most);
+- a pod being deleted has its processes killed and is then removed (grace 0), as the
+  kubelet does after a graceful stop;
+- `GET /containerLogs/<ns>/<pod>/<container>` on one HTTPS port serves logs to the apiserver
+  (`kubectl logs`, the Python client's read_namespaced_pod_log).
+
+It is test code: the controller never knows it is there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import http.server
+import logging
+import os
+import re
+import shutil
+import signal
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config, watch
+from kubernetes.client.rest import ApiException
+
+log = logging.getLogger("testbed.agent")
+
+STANDIN_COMPONENTS = {"pd", "tikv", "tidb", "tiflash", "ticdc", "tiproxy", "pump"}
+STANDIN_ANNOTATION = "testbed.tidbbench.io/standin"
+MAX_TERMINATION_MESSAGE = 4096
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Agent:
+    """Watches pods bound to nodes and plays kubelet for them."""
+
+    def __init__(self, api: client.CoreV1Api, workdir: Path, path_prefix: str) -> None:
+        self.api = api
+        self.workdir = workdir
+        self.path_prefix = path_prefix
+        self.logs = workdir / "pod-logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.procs: dict[str, list[subprocess.Popen[bytes]]] = {}
+        self.handled: set[str] = set()
+        self.lock = threading.Lock()
+
+    # ---- watch loop --------------------------------------------------------------------
+    def run(self) -> None:
+        rv = ""
+        while True:
+            try:
+                if not rv:
+                    pods = self.api.list_pod_for_all_namespaces()
+                    for pod in pods.items:
+                        self.handle(pod)
+                    rv = pods.metadata.resource_version
+                w = watch.Watch()
+                for ev in w.stream(
+                    self.api.list_pod_for_all_namespaces,
+                    resource_version=rv,
+                    timeout_seconds=60,
+                    allow_watch_bookmarks=False,
+                ):
+                    pod = ev["object"]
+                    rv = pod.metadata.resource_version
+                    if ev["type"] in ("ADDED", "MODIFIED"):
+                        self.handle(pod)
+                    elif ev["type"] == "DELETED":
+                        self.kill(pod.metadata.uid)
+            except ApiException as exc:
+                if exc.status == 410:  # resourceVersion too old: relist
+                    rv = ""
+                    continue
+                log.warning("watch error: %s", exc)
+                time.sleep(1)
+            except Exception:  # keep the agent alive; the next relist repairs state
+                log.exception("agent loop error")
+                rv = ""
+                time.sleep(1)
+
+    def handle(self, pod: Any) -> None:
+        uid = pod.metadata.uid
+        if not pod.spec.node_name:
+            return
+        if pod.metadata.deletion_timestamp is not None:
+            self.kill(uid)
+            with contextlib.suppress(ApiException):
+                self.api.delete_namespaced_pod(
+                    pod.metadata.name,
+                    pod.metadata.namespace,
+                    grace_period_seconds=0,
+                    body=client.V1DeleteOptions(
+                        grace_period_seconds=0, preconditions=client.V1Preconditions(uid=uid)
+                    ),
+                )
+            return
+        if pod.status.phase in ("Succeeded", "Failed"):
+            return
+        with self.lock:
+            if uid in self.handled:
+                return
+            self.handled.add(uid)
+        labels = pod.metadata.labels or {}
+        annotations = pod.metadata.annotations or {}
+        if (
+            labels.get("app.kubernetes.io/component") in STANDIN_COMPONENTS
+            or annotations.get(STANDIN_ANNOTATION) == "true"
+        ):
+            self.mark_standin_running(pod)
+        else:
+            threading.Thread(target=self.run_pod, args=(pod,), daemon=True).start()
+
+    def kill(self, uid: str) -> None:
+        with self.lock:
+            procs = self.procs.pop(uid, [])
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+
+    # ---- status --------------------------------------------------------------------------
+    def patch_status(self, pod: Any, status: dict[str, Any]) -> None:
+        try:
+            self.api.patch_namespaced_pod_status(
+                pod.metadata.name, pod.metadata.namespace, {"status": status}
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                log.warning("status patch of %s failed: %s", pod.metadata.name, exc.reason)
+
+    def base_status(self, pod: Any, phase: str) -> dict[str, Any]:
+        return {
+            "phase": phase,
+            "hostIP": "127.0.0.1",
+            "podIP": "127.0.0.1",
+            "podIPs": [{"ip": "127.0.0.1"}],
+            "startTime": now(),
+        }
+
+    def conditions(self, ready: bool) -> list[dict[str, str]]:
+        t = now()
+        status = "True" if ready else "False"
+        return [
+            {"type": "Initialized", "status": "True", "lastTransitionTime": t},
+            {"type": "Ready", "status": status, "lastTransitionTime": t},
+            {"type": "ContainersReady", "status": status, "lastTransitionTime": t},
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": t},
+        ]
+
+    def mark_standin_running(self, pod: Any) -> None:
+        st = self.base_status(pod, "Running")
+        st["conditions"] = self.conditions(True)
+        st["containerStatuses"] = [
+            {
+                "name": c.name,
+                "image": c.image,
+                "imageID": "",
+                "ready": True,
+                "restartCount": 0,
+                "started": True,
+                "state": {"running": {"startedAt": now()}},
+            }
+            for c in pod.spec.containers
+        ]
+        self.patch_status(pod, st)
+
+    # ---- running a pod -------------------------------------------------------------------
+    def run_pod(self, pod: Any) -> None:
+        ns, name, uid = pod.metadata.namespace, pod.metadata.name, pod.metadata.uid
+        started = now()
+        running: list[tuple[Any, subprocess.Popen[bytes] | None, Path, str]] = []
+        for c in pod.spec.containers:
+            logfile = self.logs / f"{ns}_{name}_{c.name}.log"
+            termfile = self.workdir / "termination" / uid / c.name
+            termfile.parent.mkdir(parents=True, exist_ok=True)
+            termfile.write_text("")
+            try:
+                proc = self.start_container(pod, c, logfile, termfile)
+                running.append((c, proc, termfile, ""))
+            except Exception as exc:  # env refs that do not resolve, no command, ...
+                logfile.write_text(f"testbed agent: cannot start container: {exc}\n")
+                running.append((c, None, termfile, str(exc)))
+        with self.lock:
+            self.procs[uid] = [p for _, p, _, _ in running if p is not None]
+        st = self.base_status(pod, "Running")
+        st["conditions"] = self.conditions(True)
+        st["containerStatuses"] = [
+            {
+                "name": c.name,
+                "image": c.image,
+                "imageID": "",
+                "ready": p is not None,
+                "restartCount": 0,
+                "started": p is not None,
+                "state": {"running": {"startedAt": started}}
+                if p is not None
+                else {"waiting": {"reason": "CreateContainerConfigError", "message": err}},
+            }
+            for c, p, _, err in running
+        ]
+        if all(p is None for _, p, _, _ in running):
+            st["phase"] = "Failed"
+        self.patch_status(pod, st)
+
+        statuses = []
+        ok = True
+        for c, p, termfile, err in running:
+            if p is None:
+                ok = False
+                statuses.append(
+                    {
+                        "name": c.name,
+                        "image": c.image,
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "started": False,
+                        "state": {
+                            "terminated": {
+                                "exitCode": 128,
+                                "reason": "ContainerCannotRun",
+                                "message": err[:MAX_TERMINATION_MESSAGE],
+                                "startedAt": started,
+                                "finishedAt": now(),
+                            }
+                        },
+                    }
+                )
+                continue
+            code = p.wait()
+            if code < 0:  # killed by a signal: report as the kubelet does (128 + signal)
+                code = 128 - code
+            message = termfile.read_text(errors="replace")[:MAX_TERMINATION_MESSAGE]
+            policy = c.termination_message_policy or "File"
+            if not message and code != 0 and policy == "FallbackToLogsOnError":
+                logtext = (self.logs / f"{ns}_{name}_{c.name}.log").read_text(errors="replace")
+                message = "\n".join(logtext.splitlines()[-80:])[-2048:]
+            ok = ok and code == 0
+            term: dict[str, Any] = {
+                "exitCode": code,
+                "reason": "Completed" if code == 0 else "Error",
+                "startedAt": started,
+                "finishedAt": now(),
+            }
+            if message:
+                term["message"] = message
+            statuses.append(
+                {
+                    "name": c.name,
+                    "image": c.image,
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "started": False,
+                    "state": {"terminated": term},
+                }
+            )
+        with self.lock:
+            still_ours = uid in self.procs
+            self.procs.pop(uid, None)
+        if not still_ours:
+            return  # deleted while running: nothing to report
+        st = self.base_status(pod, "Succeeded" if ok else "Failed")
+        st["conditions"] = self.conditions(False)
+        st["containerStatuses"] = statuses
+        self.patch_status(pod, st)
+
+    def start_container(
+        self, pod: Any, c: Any, logfile: Path, termfile: Path
+    ) -> subprocess.Popen[bytes]:
+        env = self.resolve_env(pod, c)
+        argv = [expand(a, env) for a in (c.command or []) + (c.args or [])]
+        if not c.command:
+            raise ValueError(
+                f"container {c.name!r} has no command: the test bed runs commands, not images"
+            )
+        exe = shutil.which(argv[0], path=env["PATH"])
+        if exe is None:
+            raise ValueError(f"executable {argv[0]!r} not found on the test bed node's PATH")
+        argv[0] = exe
+        cwd = c.working_dir if c.working_dir and Path(c.working_dir).is_dir() else None
+        if cwd is None:
+            cwd = tempfile.mkdtemp(prefix=f"{pod.metadata.name}-", dir=self.workdir)
+        tpath = c.termination_message_path or "/dev/termination-log"
+        target = Path(tpath)
+        # A bind mount needs an existing mount point; on the host it stays an empty file.
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.touch()
+        wrapped = [
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            'mount --bind "$0" "$1" && shift && exec "$@"',
+            str(termfile),
+            tpath,
+            *argv,
+        ]
+        out = logfile.open("ab")
+        try:
+            return subprocess.Popen(
+                wrapped,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        finally:
+            out.close()
+
+    def resolve_env(self, pod: Any, c: Any) -> dict[str, str]:
+        ns = pod.metadata.namespace
+        env = {
+            "PATH": self.path_prefix
+            + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "HOME": "/tmp",
+            "HOSTNAME": pod.metadata.name,
+            "LANG": "C.UTF-8",
+        }
+        for src in c.env_from or []:
+            prefix = src.prefix or ""
+            if src.secret_ref is not None:
+                data = self.read_secret(ns, src.secret_ref.name)
+                env.update({prefix + k: v for k, v in data.items()})
+            if src.config_map_ref is not None:
+                cm = self.api.read_namespaced_config_map(src.config_map_ref.name, ns)
+                env.update({prefix + k: v for k, v in (cm.data or {}).items()})
+        for e in c.env or []:
+            if e.value_from is None:
+                env[e.name] = expand(e.value or "", env)
+                continue
+            vf = e.value_from
+            if vf.secret_key_ref is not None:
+                ref = vf.secret_key_ref
+                data = self.read_secret(ns, ref.name)
+                if ref.key not in data:
+                    raise ValueError(f"couldn't find key {ref.key} in Secret {ns}/{ref.name}")
+                env[e.name] = data[ref.key]
+            elif vf.config_map_key_ref is not None:
+                ref = vf.config_map_key_ref
+                cm = self.api.read_namespaced_config_map(ref.name, ns)
+                env[e.name] = (cm.data or {})[ref.key]
+            elif vf.field_ref is not None:
+                env[e.name] = field_value(pod, vf.field_ref.field_path)
+            elif vf.resource_field_ref is not None:
+                env[e.name] = "0"
+        return env
+
+    def read_secret(self, ns: str, name: str) -> dict[str, str]:
+        import base64
+
+        try:
+            sec = self.api.read_namespaced_secret(name, ns)
+        except ApiException as exc:
+            raise ValueError(f'secret "{name}" not found') from exc
+        return {k: base64.b64decode(v).decode() for k, v in (sec.data or {}).items()}
+
+
+def field_value(pod: Any, path: str) -> str:
+    """The downward-API value of a fieldRef path."""
+    simple = {
+        "metadata.name": pod.metadata.name,
+        "metadata.namespace": pod.metadata.namespace,
+        "metadata.uid": pod.metadata.uid,
+        "spec.nodeName": pod.spec.node_name,
+        "spec.serviceAccountName": pod.spec.service_account_name,
+        "status.hostIP": "127.0.0.1",
+        "status.podIP": "127.0.0.1",
+    }
+    if path in simple:
+        return str(simple[path] or "")
+    m = re.fullmatch(r"metadata\.(labels|annotations)\['(.+)'\]", path)
+    if m:
+        src = (pod.metadata.labels if m.group(1) == "labels" else pod.metadata.annotations) or {}
+        return str(src.get(m.group(2), ""))
+    raise ValueError(f"unsupported fieldRef {path}")
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes `$(VAR)` expansion; `$$(VAR)` escapes; unknown references stay as written."""
+
+    def repl(m: re.Match[str]) -> str:
+        if m.group(1) is not None:  # $$(VAR): an escaped reference, printed as $(VAR)
+            return f"$({m.group(1)})"
+        return env.get(m.group(2), m.group(0))
+
+    return re.sub(r"\$\$\(([A-Za-z_][A-Za-z0-9_]*)\)|\$\(([A-Za-z_][A-Za-z0-9_]*)\)", repl, text)
+
+
+class LogHandler(http.server.BaseHTTPRequestHandler):
+    """Serves /containerLogs/<ns>/<pod>/<container>[?follow=true&tailLines=N]."""
+
+    logs_dir: Path = Path()
+    agent: Agent | None = None
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        return
+
+    def do_GET(self) -> None:
+        url = urllib.parse.urlparse(self.path)
+        parts = url.path.strip("/").split("/")
+        if len(parts) != 4 or parts[0] != "containerLogs":
+            self.send_error(404, "only /containerLogs/<ns>/<pod>/<container> is served")
+            return
+        _, ns, pod, container = parts
+        q = urllib.parse.parse_qs(url.query)
+        path = self.logs_dir / f"{ns}_{pod}_{container}.log"
+        if not path.exists():
+            self.send_error(404, f"no log for {ns}/{pod}/{container}")
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.end_headers()
+        data = path.read_bytes()
+        if "tailLines" in q:
+            n = int(q["tailLines"][0])
+            data = b"\n".join(data.splitlines()[-n:]) + b"\n" if n > 0 else b""
+        self.wfile.write(data)
+        if q.get("follow", ["false"])[0] == "true":
+            pos = path.stat().st_size
+            # Follow while some process of this pod still runs.
+            while self._running(ns, pod):
+                time.sleep(0.5)
+                size = path.stat().st_size
+                if size > pos:
+                    with path.open("rb") as f:
+                        f.seek(pos)
+                        self.wfile.write(f.read())
+                        self.wfile.flush()
+                    pos = size
+
+    def _running(self, ns: str, pod: str) -> bool:
+        agent = self.agent
+        if agent is None:
+            return False
+        try:
+            p = agent.api.read_namespaced_pod(pod, ns)
+        except ApiException:
+            return False
+        return bool(p.status.phase in ("Pending", "Running"))
+
+
+def serve_logs(agent: Agent, port: int, cert: Path, key: Path) -> None:
+    LogHandler.logs_dir = agent.logs
+    LogHandler.agent = agent
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), LogHandler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(cert), str(key))
+    httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="test bed node agent")
+    p.add_argument("--kubeconfig", required=True)
+    p.add_argument("--workdir", required=True)
+    p.add_argument("--port", type=int, required=True, help="kubelet log endpoint port")
+    p.add_argument("--cert", required=True)
+    p.add_argument("--key", required=True)
+    p.add_argument("--path-prefix", default=str(Path(sys.executable).parent))
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    config.load_kube_config(config_file=args.kubeconfig)
+    agent = Agent(client.CoreV1Api(), Path(args.workdir), args.path_prefix)
+    serve_logs(agent, args.port, Path(args.cert), Path(args.key))
+    log.info("agent up; log endpoint on 127.0.0.1:%d", args.port)
+    agent.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

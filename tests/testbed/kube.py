@@ -1,0 +1,239 @@
+"""Kubernetes objects of the test bed: fake nodes, the TidbCluster CRD, stand-in TiDB clusters."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from testbed.cluster import REPO_ROOT, Testbed
+
+BENCH_LABEL = "tidbbench.io/bench-node"
+CONTROL_PLANE_TAINT = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
+TIDB_CRD = (
+    REPO_ROOT.parent
+    / "shared"
+    / "vendor"
+    / "tidb-operator-v1.6.3"
+    / "pingcap.com_tidbclusters.yaml"
+)
+TIDB_CRD_LOCAL = REPO_ROOT / "tests" / "data" / "vendor" / "pingcap.com_tidbclusters.yaml"
+
+
+def api_client(tb: Testbed, kubeconfig: Path | None = None) -> client.ApiClient:
+    """An ApiClient for the admin (or for the given kubeconfig)."""
+    return config.new_client_from_config(config_file=str(kubeconfig or tb.kubeconfig))
+
+
+def ensure_node(
+    api: client.CoreV1Api,
+    name: str,
+    *,
+    kubelet_port: int,
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    cpu: str = "8",
+    memory: str = "32Gi",
+) -> None:
+    """Create (or reset) a fake node that the real scheduler will place pods on."""
+    all_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}
+    all_labels.update(labels or {})
+    body = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": all_labels},
+        "spec": {"taints": taints or []},
+    }
+    try:
+        api.create_node(body)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+        current = api.read_node(name)
+        old_labels = current.metadata.labels or {}
+        patch_labels: dict[str, Any] = {k: None for k in old_labels if k not in all_labels}
+        patch_labels.update(all_labels)
+        api.patch_node(name, {"metadata": {"labels": patch_labels}})
+    # The TaintNodesByCondition admission adds not-ready:NoSchedule at creation; nothing
+    # removes it with nodelifecycle off, so set the full taint list ourselves.
+    api.patch_node(name, {"spec": {"taints": taints or None}})
+    if taints:
+        api.patch_node(name, {"spec": {"taints": taints}})
+    t = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    api.patch_node_status(
+        name,
+        {
+            "status": {
+                "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
+                "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "reason": "KubeletReady",
+                        "message": "test bed node agent",
+                        "lastHeartbeatTime": t,
+                        "lastTransitionTime": t,
+                    }
+                ],
+                # No Hostname address: the apiserver would try to resolve it first and fail.
+                "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
+                "nodeInfo": {
+                    "architecture": "amd64",
+                    "bootID": "",
+                    "containerRuntimeVersion": "testbed://0",
+                    "kernelVersion": "",
+                    "kubeProxyVersion": "v1.20.2",
+                    "kubeletVersion": "v1.20.2",
+                    "machineID": "",
+                    "operatingSystem": "linux",
+                    "osImage": "tidb-bench test bed",
+                    "systemUUID": "",
+                },
+            }
+        },
+    )
+
+
+def default_nodes(api: client.CoreV1Api, kubelet_port: int) -> None:
+    """The three-node home lab of field note 000: node1 is the tainted bench node."""
+    ensure_node(
+        api,
+        "node1",
+        kubelet_port=kubelet_port,
+        labels={BENCH_LABEL: "true", "node-role.kubernetes.io/control-plane": ""},
+        taints=[CONTROL_PLANE_TAINT],
+    )
+    ensure_node(api, "node2", kubelet_port=kubelet_port)
+    ensure_node(api, "node3", kubelet_port=kubelet_port)
+
+
+def install_tidb_crd(ext: client.ApiextensionsV1Api) -> None:
+    """Install TiDB Operator's real TidbCluster CRD (v1.6.3) with create, never apply.
+
+    Client-side apply would put the 1.2 MB object into the last-applied annotation, which
+    is capped at 256 KiB (FACTS.md §3.5).
+    """
+    path = TIDB_CRD_LOCAL if TIDB_CRD_LOCAL.exists() else TIDB_CRD
+    body = yaml.safe_load(path.read_text())
+    try:
+        ext.create_custom_resource_definition(body)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    wait_crd_established(ext, body["metadata"]["name"])
+
+
+def wait_crd_established(ext: client.ApiextensionsV1Api, name: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        crd = ext.read_custom_resource_definition(name)
+        for c in crd.status.conditions or []:
+            if c.type == "Established" and c.status == "True":
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"CRD {name} not Established within {timeout} s")
+
+
+def tidbcluster_manifest(
+    name: str,
+    namespace: str,
+    *,
+    replicas: dict[str, int],
+    spread: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """A TidbCluster like the field notes' `basic`, with optional per-component maxSkew."""
+    spec: dict[str, Any] = {"version": "v8.1.0", "timezone": "UTC"}
+    for comp in ("pd", "tikv", "tidb"):
+        c: dict[str, Any] = {
+            "baseImage": f"pingcap/{comp}",
+            "replicas": replicas.get(comp, 0),
+            "config": {},
+        }
+        if comp in ("pd", "tikv"):
+            c["requests"] = {"storage": "1Gi"}
+        if comp == "tidb":
+            c["service"] = {"type": "ClusterIP"}
+        if spread and comp in spread:
+            c["topologySpreadConstraints"] = [
+                {"topologyKey": "kubernetes.io/hostname", "maxSkew": spread[comp]}
+            ]
+        spec[comp] = c
+    return {
+        "apiVersion": "pingcap.com/v1alpha1",
+        "kind": "TidbCluster",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def standin_pod(
+    name: str, namespace: str, cluster: str, component: str, node: str
+) -> dict[str, Any]:
+    """A pod with TiDB Operator's labels bound to `node`; the node agent marks it Running."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {
+                "app.kubernetes.io/name": "tidb-cluster",
+                "app.kubernetes.io/managed-by": "tidb-operator",
+                "app.kubernetes.io/instance": cluster,
+                "app.kubernetes.io/component": component,
+            },
+        },
+        "spec": {
+            "nodeName": node,
+            "automountServiceAccountToken": False,
+            "containers": [{"name": component, "image": f"pingcap/{component}:v8.1.0"}],
+        },
+    }
+
+
+def create_standin_cluster(
+    api_client_: client.ApiClient,
+    namespace: str,
+    name: str,
+    placement: dict[str, list[str]],
+    spread: dict[str, int] | None = None,
+) -> list[str]:
+    """A TidbCluster plus stand-in pods: placement maps component -> the node of each replica.
+
+    Returns the pod names, `<name>-<component>-<i>` as TiDB Operator's StatefulSets name them.
+    """
+    custom = client.CustomObjectsApi(api_client_)
+    core = client.CoreV1Api(api_client_)
+    replicas = {comp: len(nodes) for comp, nodes in placement.items()}
+    custom.create_namespaced_custom_object(
+        "pingcap.com",
+        "v1alpha1",
+        namespace,
+        "tidbclusters",
+        tidbcluster_manifest(name, namespace, replicas=replicas, spread=spread),
+    )
+    names = []
+    for comp, nodes in placement.items():
+        for i, node in enumerate(nodes):
+            pod = standin_pod(f"{name}-{comp}-{i}", namespace, name, comp, node)
+            core.create_namespaced_pod(namespace, pod)
+            names.append(pod["metadata"]["name"])
+    return names
+
+
+def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.3) -> Any:
+    """Poll `predicate` until it returns a truthy value; raise naming `what` on timeout."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
