@@ -1,4 +1,4 @@
-"""The fixed step result schema shared by CR status, `tidb-bench parse` and the results ConfigMap."""
+"""The fixed step result schema: CR status steps, `tidb-bench parse`, the results ConfigMap."""
 
 from __future__ import annotations
 

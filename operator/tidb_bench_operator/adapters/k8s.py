@@ -1,0 +1,184 @@
+"""Kubernetes adapter: the one module that talks to the API server (plain dicts in and out)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from tidb_bench_operator.domain.models import GROUP, VERSION
+
+JSON = dict[str, Any]
+# Seconds for any single API call: a hung API server must not hang a reconcile forever.
+TIMEOUT = 20
+
+
+class KubeError(Exception):
+    """An API call failed for a reason other than 'not found' or 'already exists'."""
+
+
+def load_api_client(kubeconfig: str | None = None) -> Any:
+    """In-cluster config when running in a pod, else the kubeconfig (KUBECONFIG or ~/.kube)."""
+    cfg: Any = config
+    try:
+        if kubeconfig is None:
+            cfg.load_incluster_config()
+            return client.ApiClient()
+    except config.ConfigException:
+        pass
+    return cfg.new_client_from_config(config_file=kubeconfig)
+
+
+def _raw(resp: Any) -> JSON:
+    """Decode a `_preload_content=False` response: camelCase keys exactly as on the wire."""
+    return dict(json.loads(resp.data))
+
+
+class Kube:
+    """Narrow, synchronous Kubernetes operations the reconciler needs."""
+
+    def __init__(self, api: Any) -> None:
+        # Typed as Any: we send and receive plain camelCase dicts, not the client's models.
+        self.api = api
+        self.core: Any = client.CoreV1Api(api)
+        self.batch: Any = client.BatchV1Api(api)
+        self.custom: Any = client.CustomObjectsApi(api)
+        self.version_api: Any = client.VersionApi(api)
+
+    # ---- reads -------------------------------------------------------------------------
+    def secret_keys(self, namespace: str, name: str) -> set[str] | None:
+        """The keys a Secret holds (never its values), or None when it does not exist."""
+        try:
+            sec = _raw(self.core.read_namespaced_secret(name, namespace, _preload_content=False))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise KubeError(
+                f"reading Secret {namespace}/{name}: {exc.status} {exc.reason}"
+            ) from exc
+        return set((sec.get("data") or {}).keys()) | set((sec.get("stringData") or {}).keys())
+
+    def secret_value(self, namespace: str, name: str, key: str) -> str | None:
+        """One decoded Secret value, for an in-memory connection only: never logged or stored."""
+        import base64
+
+        try:
+            sec = _raw(self.core.read_namespaced_secret(name, namespace, _preload_content=False))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise KubeError(
+                f"reading Secret {namespace}/{name}: {exc.status} {exc.reason}"
+            ) from exc
+        value = (sec.get("data") or {}).get(key)
+        return None if value is None else base64.b64decode(value).decode()
+
+    def nodes(self) -> list[JSON]:
+        return list(
+            _raw(self.core.list_node(_preload_content=False, _request_timeout=TIMEOUT)).get(
+                "items", []
+            )
+        )
+
+    def pods(self, namespace: str | None, selector: str) -> list[JSON]:
+        if namespace is None:
+            resp = self.core.list_pod_for_all_namespaces(
+                label_selector=selector, _preload_content=False, _request_timeout=TIMEOUT
+            )
+        else:
+            resp = self.core.list_namespaced_pod(
+                namespace, label_selector=selector, _preload_content=False, _request_timeout=TIMEOUT
+            )
+        return list(_raw(resp).get("items", []))
+
+    def jobs(self, namespace: str, selector: str) -> list[JSON]:
+        resp = self.batch.list_namespaced_job(
+            namespace, label_selector=selector, _preload_content=False, _request_timeout=TIMEOUT
+        )
+        return list(_raw(resp).get("items", []))
+
+    def pod_log(self, namespace: str, name: str, container: str) -> str | None:
+        """A container's log, or None when the node cannot serve it (best effort only)."""
+        try:
+            return str(
+                self.core.read_namespaced_pod_log(
+                    name, namespace, container=container, _request_timeout=10
+                )
+            )
+        except (ApiException, OSError):
+            return None
+
+    def benchmark_runs(self) -> list[JSON]:
+        """Every BenchmarkRun in every namespace (for the one-run-per-cluster rule)."""
+        resp = self.custom.list_cluster_custom_object(
+            GROUP, VERSION, "benchmarkruns", _preload_content=False, _request_timeout=TIMEOUT
+        )
+        return list(_raw(resp).get("items", []))
+
+    def tidb_cluster(self, namespace: str, name: str) -> JSON | None:
+        try:
+            return _raw(
+                self.custom.get_namespaced_custom_object(
+                    "pingcap.com", "v1alpha1", namespace, "tidbclusters", name,
+                    _preload_content=False, _request_timeout=TIMEOUT,
+                )
+            )  # fmt: skip
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise KubeError(
+                f"reading TidbCluster {namespace}/{name}: {exc.status} {exc.reason}"
+            ) from exc
+
+    def server_version(self) -> str:
+        return str(self.version_api.get_code().git_version)
+
+    # ---- writes ------------------------------------------------------------------------
+    def create_job(self, body: JSON) -> JSON:
+        """Create a Job; if it exists already (re-created after a restart), return that one."""
+        ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        try:
+            return _raw(self.batch.create_namespaced_job(ns, body, _preload_content=False))
+        except ApiException as exc:
+            if exc.status == 409:
+                return _raw(self.batch.read_namespaced_job(name, ns, _preload_content=False))
+            raise KubeError(f"creating Job {ns}/{name}: {exc.status} {_message(exc)}") from exc
+
+    def delete_jobs(self, namespace: str, selector: str) -> int:
+        """Delete Jobs and (in the foreground of the GC) their pods; returns how many."""
+        jobs = self.jobs(namespace, selector)
+        for job in jobs:
+            try:
+                self.batch.delete_namespaced_job(
+                    job["metadata"]["name"], namespace, propagation_policy="Background"
+                )
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise KubeError(f"deleting Job: {exc.status} {exc.reason}") from exc
+        return len(jobs)
+
+    def upsert_configmap(self, body: JSON) -> None:
+        ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        try:
+            self.core.create_namespaced_config_map(ns, body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise KubeError(
+                    f"creating ConfigMap {ns}/{name}: {exc.status} {_message(exc)}"
+                ) from exc
+            self.core.replace_namespaced_config_map(name, ns, body)
+
+    def create_event(self, body: JSON) -> None:
+        """Post an Event; an Event that cannot be posted never fails a reconcile."""
+        with contextlib.suppress(ApiException):
+            self.core.create_namespaced_event(body["metadata"]["namespace"], body)
+
+
+def _message(exc: ApiException) -> str:
+    try:
+        return str(json.loads(exc.body or "{}").get("message", exc.reason))
+    except (TypeError, ValueError):
+        return str(exc.reason)

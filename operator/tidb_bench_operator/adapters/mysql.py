@@ -1,0 +1,132 @@
+"""MySQL-protocol adapter (pymysql): table checks, server and TiDB versions, region listings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+import pymysql.err
+
+from tidb_bench_operator.errors import TidbBenchError
+
+
+class DatabaseError(TidbBenchError):
+    """The database could not be reached or refused a query; `errno` is MySQL's code."""
+
+    def __init__(self, errno: int | None, message: str) -> None:
+        self.errno = errno
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class DSN:
+    """Where and as whom to connect. The password is never part of repr()."""
+
+    host: str
+    port: int
+    user: str
+    password: str
+    database: str | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"DSN(host={self.host!r}, port={self.port}, user={self.user!r}, db={self.database!r})"
+        )
+
+    def where(self) -> str:
+        return f"{self.user}@{self.host}:{self.port}"
+
+
+@contextmanager
+def connect(dsn: DSN, timeout: float = 10.0) -> Iterator[Any]:
+    """A pymysql connection with timeouts; errors become DatabaseError with the MySQL errno."""
+    try:
+        conn = pymysql.connect(
+            host=dsn.host,
+            port=dsn.port,
+            user=dsn.user,
+            password=dsn.password,
+            database=dsn.database,
+            connect_timeout=timeout,
+            read_timeout=max(timeout, 60.0),
+            write_timeout=timeout,
+            autocommit=True,
+        )
+    except pymysql.err.MySQLError as exc:
+        errno = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+        text = exc.args[1] if len(exc.args) > 1 else str(exc)
+        raise DatabaseError(errno, f"cannot connect to {dsn.where()}: ({errno}) {text}") from exc
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def query(
+    conn: Any, sql: str, args: tuple[Any, ...] = ()
+) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run one statement; returns (column names, rows)."""
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql, args)
+            cols = [d[0] for d in (cur.description or [])]
+            return cols, list(cur.fetchall())
+    except pymysql.err.MySQLError as exc:
+        errno = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+        text = exc.args[1] if len(exc.args) > 1 else str(exc)
+        raise DatabaseError(errno, f"query failed: ({errno}) {text}") from exc
+
+
+def table_row_counts(conn: Any, database: str, tables: list[str]) -> dict[str, int | None]:
+    """Row count per table; None for a table that does not exist."""
+    _, rows = query(
+        conn,
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+        (database,),
+    )
+    existing = {str(r[0]) for r in rows}
+    counts: dict[str, int | None] = {}
+    for t in tables:
+        if t not in existing:
+            counts[t] = None
+            continue
+        # Names come from the sbtest<N> pattern, never from user text: safe to quote.
+        _, r = query(conn, f"SELECT COUNT(*) FROM `{database}`.`{t}`")
+        counts[t] = int(r[0][0])
+    return counts
+
+
+def database_exists(conn: Any, database: str) -> bool:
+    _, rows = query(
+        conn,
+        "SELECT schema_name FROM information_schema.schemata WHERE schema_name = %s",
+        (database,),
+    )
+    return bool(rows)
+
+
+def server_version(conn: Any) -> str:
+    """`SELECT VERSION()`: e.g. `8.0.11-TiDB-v8.1.0` on TiDB, `10.11.6-MariaDB-0+deb12u1`."""
+    _, rows = query(conn, "SELECT VERSION()")
+    return str(rows[0][0])
+
+
+def tidb_version(conn: Any) -> str | None:
+    """The multi-line `SELECT tidb_version()` text, or None when the server is not TiDB."""
+    try:
+        _, rows = query(conn, "SELECT tidb_version()")
+    except DatabaseError as exc:
+        if exc.errno in (1305, 1064, 1046):  # FUNCTION does not exist / syntax: not TiDB
+            return None
+        raise
+    return str(rows[0][0])
+
+
+def show_table_regions(
+    conn: Any, database: str, table: str
+) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """`SHOW TABLE db.t REGIONS` (TiDB only): the 13- or 11-column listing."""
+    return query(conn, f"SHOW TABLE `{database}`.`{table}` REGIONS")

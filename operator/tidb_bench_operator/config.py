@@ -1,0 +1,30 @@
+"""Controller settings, from the environment (the Deployment sets them)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from tidb_bench_operator.domain.manifests import DEFAULT_IMAGE
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the controller needs to know about where it runs."""
+
+    kubeconfig: str | None
+    runner_image: str
+    metrics_port: int
+    scheduling_timeout_seconds: float
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        """From KUBECONFIG (unset in a pod: in-cluster) and the TIDB_BENCH_* variables."""
+        return cls(
+            kubeconfig=os.environ.get("KUBECONFIG") or None,
+            runner_image=os.environ.get("TIDB_BENCH_RUNNER_IMAGE", DEFAULT_IMAGE),
+            metrics_port=int(os.environ.get("TIDB_BENCH_METRICS_PORT", "9090")),
+            scheduling_timeout_seconds=float(
+                os.environ.get("TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS", "120")
+            ),
+        )

@@ -1,0 +1,351 @@
+"""Pure builders of the Kubernetes manifests the controller creates (Jobs, ConfigMaps, Events)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from tidb_bench_operator.domain.models import API_VERSION, BenchmarkRunSpec
+
+DEFAULT_IMAGE = "ghcr.io/tidb-bench/tidb-bench-operator:0.1.0"
+DB_COMPONENTS = ("pd", "tikv", "tidb")
+LABEL_RUN = "tidbbench.io/run"
+LABEL_STEP = "tidbbench.io/step"
+LABEL_CLIENT = "tidbbench.io/client"
+LABEL_ROLE = "tidbbench.io/role"
+MANAGED_BY = {
+    "app.kubernetes.io/name": "tidb-bench",
+    "app.kubernetes.io/managed-by": "tidb-bench-operator",
+}
+PASSWORD_ENV = "TIDB_BENCH_PASSWORD"
+USER_ENV = "TIDB_BENCH_USER"
+# Seconds between creating a step's Jobs and the start time their pods wait for: long
+# enough for the scheduler and image pulls on a warm node, short enough not to waste time.
+START_LEAD_SECONDS = 8
+# A client that starts more than this after the agreed start makes the step invalid.
+MAX_START_SKEW_SECONDS = 3
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """The BenchmarkRun a manifest belongs to (for names, labels and the owner reference)."""
+
+    name: str
+    namespace: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the database and PD are, derived from `cluster` or taken from `target`."""
+
+    host: str
+    port: int
+    pd_url: str | None
+    cluster_name: str | None
+    cluster_namespace: str
+
+
+def compute_endpoint(spec: BenchmarkRunSpec, run_namespace: str) -> Endpoint:
+    """TiDB and PD addresses: `target` wins, else TiDB Operator's Service names for `cluster`."""
+    cluster_ns = run_namespace
+    cluster_name = None
+    host, port, pd_url = "", 4000, None
+    if spec.cluster is not None:
+        cluster_name = spec.cluster.name
+        cluster_ns = spec.cluster.namespace or run_namespace
+        # `<tc>-tidb` exists only when spec.tidb.service is set (FACTS.md §3.2); the
+        # namespace-qualified name works from the run's namespace too.
+        host = f"{cluster_name}-tidb.{cluster_ns}"
+        pd_url = f"http://{cluster_name}-pd.{cluster_ns}:2379"
+    if spec.target is not None:
+        host = spec.target.host or host
+        port = spec.target.port
+        pd_url = spec.target.pd_url or pd_url
+    return Endpoint(host, port, pd_url, cluster_name, cluster_ns)
+
+
+def object_name(*parts: str, limit: int = 63) -> str:
+    """A DNS-label name from parts; long names keep a hash suffix so they stay unique."""
+    name = "-".join(parts)
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: limit - 9].rstrip('-')}-{digest}"
+
+
+def step_job_name(run: str, step: int, client: int) -> str:
+    """Deterministic Job name: re-creating after a controller restart finds the same Job."""
+    return object_name(run, f"s{step}", f"c{client}")
+
+
+def owner_reference(run: RunRef) -> dict[str, Any]:
+    """Owner reference to the run: deleting the run garbage-collects what it created."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "BenchmarkRun",
+        "name": run.name,
+        "uid": run.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def build_affinity(
+    spec: BenchmarkRunSpec, endpoint: Endpoint, run: RunRef, step_label: str
+) -> dict[str, Any]:
+    """Pod anti-affinity: away from the cluster's pd/tikv/tidb pods, and one client per node."""
+    terms: list[dict[str, Any]] = []
+    if endpoint.cluster_name is not None:
+        terms.append(
+            {
+                "labelSelector": {
+                    "matchLabels": {"app.kubernetes.io/instance": endpoint.cluster_name},
+                    "matchExpressions": [
+                        {
+                            "key": "app.kubernetes.io/component",
+                            "operator": "In",
+                            "values": list(DB_COMPONENTS),
+                        }
+                    ],
+                },
+                "namespaces": [endpoint.cluster_namespace],
+                "topologyKey": "kubernetes.io/hostname",
+            }
+        )
+    # Clients of one step on one node would share its CPU and measure the node, not TiDB.
+    clients_apart = {
+        "labelSelector": {"matchLabels": {LABEL_RUN: run.name, LABEL_STEP: step_label}},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    mode = spec.placement.anti_affinity
+    if mode == "Off":
+        return {}
+    if mode == "Preferred":
+        return {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 100, "podAffinityTerm": t} for t in [*terms, clients_apart]
+                ]
+            }
+        }
+    return {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [*terms, clients_apart]
+        }
+    }
+
+
+def _security_context() -> dict[str, Any]:
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _credential_env(spec: BenchmarkRunSpec) -> list[dict[str, Any]]:
+    """The user and password come only from the Secret, by env: never in args or status."""
+    ref = spec.credentials
+    return [
+        {
+            "name": USER_ENV,
+            "valueFrom": {"secretKeyRef": {"name": ref.secret_ref.name, "key": ref.user_key}},
+        },
+        {
+            "name": PASSWORD_ENV,
+            "valueFrom": {"secretKeyRef": {"name": ref.secret_ref.name, "key": ref.password_key}},
+        },
+    ]
+
+
+def build_runner_job(
+    run: RunRef,
+    spec: BenchmarkRunSpec,
+    endpoint: Endpoint,
+    *,
+    name: str,
+    role: str,
+    runner_args: list[str],
+    step: int | None = None,
+    client: int | None = None,
+    active_deadline_seconds: int,
+    image: str | None = None,
+) -> dict[str, Any]:
+    """A one-shot Job running `tidb-bench runner ...` on a bench node."""
+    labels = {**MANAGED_BY, LABEL_RUN: run.name, LABEL_ROLE: role}
+    step_label = "prepare" if step is None else str(step)
+    if step is not None:
+        labels[LABEL_STEP] = str(step)
+    if client is not None:
+        labels[LABEL_CLIENT] = str(client)
+    resources: dict[str, Any] = {}
+    if spec.resources.requests:
+        resources["requests"] = dict(spec.resources.requests)
+    if spec.resources.limits:
+        resources["limits"] = dict(spec.resources.limits)
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        # The runner needs no Kubernetes API access at all.
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "nodeSelector": dict(spec.placement.node_selector),
+        "tolerations": [
+            t.model_dump(by_alias=True, exclude_none=True) for t in spec.placement.tolerations
+        ],
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 65532,
+            "runAsGroup": 65532,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [
+            {
+                "name": "runner",
+                "image": image or spec.image or DEFAULT_IMAGE,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["tidb-bench", "runner"],
+                "args": runner_args,
+                "env": _credential_env(spec),
+                "resources": resources,
+                "securityContext": _security_context(),
+                "terminationMessagePolicy": "FallbackToLogsOnError",
+                "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+            }
+        ],
+        "volumes": [{"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}}],
+    }
+    # Dataset Jobs keep away from the database pods too: they load the same node.
+    affinity = build_affinity(spec, endpoint, run, step_label)
+    if affinity:
+        pod_spec["affinity"] = affinity
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": run.namespace,
+            "labels": labels,
+            "ownerReferences": [owner_reference(run)],
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": active_deadline_seconds,
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        },
+    }
+
+
+def build_step_runner_args(
+    spec: BenchmarkRunSpec,
+    endpoint: Endpoint,
+    *,
+    workload: str,
+    threads: int,
+    start_at: datetime,
+) -> list[str]:
+    """Arguments of `tidb-bench runner step`: everything but the credentials."""
+    args = [
+        "step",
+        f"--workload={workload}",
+        f"--threads={threads}",
+        f"--duration={spec.duration_seconds}",
+        f"--warmup={spec.warmup_seconds}",
+        f"--report-interval={spec.report_interval_seconds}",
+        f"--percentile={spec.percentile}",
+        f"--host={endpoint.host}",
+        f"--port={endpoint.port}",
+        f"--db={spec.database}",
+        f"--tables={spec.dataset.tables}",
+        f"--table-size={spec.dataset.table_size}",
+        f"--start-at={start_at.isoformat()}",
+        f"--max-start-skew={MAX_START_SKEW_SECONDS}",
+    ]
+    if spec.rand_type:
+        args.append(f"--rand-type={spec.rand_type}")
+    if spec.ignore_errors:
+        args.append(f"--ignore-errors={spec.ignore_errors}")
+    args.append(f"--auto-inc={'on' if spec.dataset.auto_inc else 'off'}")
+    args += [f"--sysbench-arg={a}" for a in spec.extra_args]
+    return args
+
+
+def build_dataset_runner_args(
+    spec: BenchmarkRunSpec, endpoint: Endpoint, *, action: str, workload: str
+) -> list[str]:
+    """Arguments of `tidb-bench runner prepare|cleanup` for the run's dataset."""
+    args = [
+        action,
+        f"--workload={workload}",
+        f"--host={endpoint.host}",
+        f"--port={endpoint.port}",
+        f"--db={spec.database}",
+        f"--tables={spec.dataset.tables}",
+        f"--table-size={spec.dataset.table_size}",
+        f"--auto-inc={'on' if spec.dataset.auto_inc else 'off'}",
+    ]
+    if action == "prepare":
+        args.append(f"--policy={spec.dataset.prepare}")
+    args += [f"--sysbench-arg={a}" for a in spec.extra_args]
+    return args
+
+
+def build_results_configmap(
+    run: RunRef, name: str, series: dict[str, Any], steps: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The full per-interval series of every step, owned by the run (status keeps summaries)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "namespace": run.namespace,
+            "labels": {**MANAGED_BY, LABEL_RUN: run.name, LABEL_ROLE: "results"},
+            "ownerReferences": [owner_reference(run)],
+        },
+        "data": {
+            "steps.json": json.dumps(steps, indent=1, sort_keys=True),
+            "series.json": json.dumps(series, separators=(",", ":"), sort_keys=True),
+        },
+    }
+
+
+def build_event(
+    run: RunRef,
+    *,
+    reason: str,
+    message: str,
+    type_: str,
+    now: datetime,
+    name_suffix: str,
+    component: str = "tidb-bench-operator",
+) -> dict[str, Any]:
+    """A core/v1 Event about the run (messages are capped at 1 KiB as kubectl shows them)."""
+    ts = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": object_name(run.name, name_suffix, limit=253),
+            "namespace": run.namespace,
+        },
+        "involvedObject": {
+            "apiVersion": API_VERSION,
+            "kind": "BenchmarkRun",
+            "name": run.name,
+            "namespace": run.namespace,
+            "uid": run.uid,
+        },
+        "reason": reason,
+        "message": message[:1024],
+        "type": type_,
+        "source": {"component": component},
+        "firstTimestamp": ts,
+        "lastTimestamp": ts,
+        "count": 1,
+    }

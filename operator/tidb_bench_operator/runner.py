@@ -1,0 +1,428 @@
+"""What runs inside a benchmark pod (and behind `tidb-bench run`): one sysbench step, measured.
+
+The result goes to the termination message (at most 4 KiB, read from pod status, so the
+controller never depends on pod logs being readable); the full interval series is printed
+as one `TIDB-BENCH-SERIES` line at the end of the log for the results ConfigMap.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from tidb_bench_operator.adapters import mysql
+from tidb_bench_operator.domain.sysbench import (
+    build_sysbench_argv,
+    diagnose_failure,
+    parse_sysbench_output,
+    to_step_result,
+)
+from tidb_bench_operator.errors import SysbenchError, TidbBenchError
+
+TERMINATION_LOG = "/dev/termination-log"
+MAX_TERMINATION_MESSAGE = 4096
+SERIES_MARKER = "TIDB-BENCH-SERIES "
+RESULT_VERSION = 1
+# Above this share of the CPU the client had, the client itself may be the bottleneck
+# (field note 000: a client path capped QPS at 10k while the cluster could do 49k).
+CLIENT_SATURATION_SHARE = 0.9
+
+
+@dataclass
+class StepPlan:
+    """One measured step, as the Job's args describe it (no credentials)."""
+
+    workload: str
+    threads: int
+    duration: int
+    host: str
+    port: int
+    db: str = "sbtest"
+    tables: int = 1
+    table_size: int = 10000
+    warmup: int = 0
+    report_interval: int = 10
+    percentile: int = 95
+    rand_type: str | None = None
+    ignore_errors: str | None = None
+    auto_inc: bool = True
+    extra_args: list[str] = field(default_factory=list)
+    start_at: datetime | None = None
+    max_start_skew: float = 3.0
+
+
+@dataclass
+class Credentials:
+    """Database user and password, from the environment (a Secret in Kubernetes)."""
+
+    user: str
+    password: str
+
+    def __repr__(self) -> str:
+        return f"Credentials(user={self.user!r}, password=***)"
+
+
+def credentials_from_env(env: dict[str, str] | None = None) -> Credentials:
+    """TIDB_BENCH_USER (default root) and TIDB_BENCH_PASSWORD (default empty)."""
+    e = os.environ if env is None else env
+    return Credentials(e.get("TIDB_BENCH_USER", "root"), e.get("TIDB_BENCH_PASSWORD", ""))
+
+
+# ---------------------------------------------------------------------------- sysbench exec
+def _config_file(creds: Credentials, directory: str) -> str:
+    """A 0600 sysbench --config-file holding the password, so it is in no process argv."""
+    path = Path(directory) / "sysbench.cfg"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat.S_IRUSR | stat.S_IWUSR)
+    with os.fdopen(fd, "w") as f:
+        f.write(f"mysql-password={creds.password}\n")
+    return str(path)
+
+
+@dataclass
+class Execution:
+    """Output, exit code and CPU use of one sysbench process."""
+
+    output: str
+    exit_code: int
+    wall_seconds: float
+    cpu_seconds: float
+
+
+def exec_sysbench(
+    argv: Sequence[str], creds: Credentials, out: TextIO | None, prefix: str = ""
+) -> Execution:
+    """Run sysbench with the password in a private config file; stream lines to `out`."""
+    with tempfile.TemporaryDirectory(prefix="tidb-bench-") as tmp:
+        cfg = _config_file(creds, tmp)
+        # --config-file must come before the test name to apply to the driver options.
+        full = [argv[0], f"--config-file={cfg}", *argv[1:]]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                full,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                bufsize=1,
+            )
+        except FileNotFoundError as exc:
+            raise SysbenchError(
+                "not-installed",
+                "sysbench is not installed or not on PATH (apt-get install sysbench)",
+            ) from exc
+        lines: list[str] = []
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if out is not None:
+                out.write(prefix + line)
+                out.flush()
+        code = proc.wait()
+        wall = time.monotonic() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Execution("".join(lines), code, wall, cpu)
+
+
+def available_cpus() -> float:
+    """CPUs this process may use: the cgroup v2 quota if set, else the affinity mask."""
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+        if quota != "max":
+            return int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    return float(len(os.sched_getaffinity(0)))
+
+
+# ---------------------------------------------------------------------------- the step
+def wait_for_start(start_at: datetime | None, now: Callable[[], datetime]) -> float:
+    """Sleep until start_at; return how late we are (seconds, >= 0)."""
+    if start_at is None:
+        return 0.0
+    delay = (start_at - now()).total_seconds()
+    if delay > 0:
+        time.sleep(delay)
+        return 0.0
+    return -delay
+
+
+def run_step(
+    plan: StepPlan,
+    creds: Credentials,
+    out: TextIO | None = sys.stdout,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> dict[str, Any]:
+    """Warm up, measure, parse; returns the result document (raises SysbenchError on failure)."""
+    late = wait_for_start(plan.start_at, now)
+    started_at = now()
+    common: dict[str, Any] = dict(
+        workload=plan.workload,
+        host=plan.host,
+        port=plan.port,
+        user=creds.user,
+        db=plan.db,
+        threads=plan.threads,
+        tables=plan.tables,
+        table_size=plan.table_size,
+        rand_type=plan.rand_type,
+        ignore_errors=plan.ignore_errors,
+        auto_inc=plan.auto_inc,
+        extra_args=plan.extra_args,
+    )
+    notes: list[str] = []
+    if plan.warmup > 0:
+        # sysbench 1.0.20 has no --warmup-time (FACTS.md §5.7): warm up with a separate run
+        # of the same workload and threads, and discard its numbers.
+        warm = build_sysbench_argv(command="run", time_seconds=plan.warmup, **common)
+        if out is not None:
+            out.write(f"tidb-bench: warm-up for {plan.warmup}s (results discarded)\n")
+        w = exec_sysbench(warm, creds, out, prefix="[warm-up] ")
+        if w.exit_code != 0:
+            failure = diagnose_failure(parse_sysbench_output(w.output, workload=plan.workload))
+            raise failure or SysbenchError("fatal", f"warm-up exited {w.exit_code}")
+        notes.append(f"warm-up: a separate {plan.warmup}s run before measuring, discarded")
+    argv = build_sysbench_argv(
+        command="run",
+        time_seconds=plan.duration,
+        report_interval=plan.report_interval,
+        percentile=plan.percentile,
+        histogram=True,
+        **common,
+    )
+    if out is not None:
+        out.write("tidb-bench: " + " ".join(argv) + "\n")
+    ex = exec_sysbench(argv, creds, out)
+    parsed = parse_sysbench_output(ex.output, workload=plan.workload, threads=plan.threads)
+    step = to_step_result(parsed, plan.workload, plan.threads)  # raises SysbenchError
+    cpus = available_cpus()
+    used = ex.cpu_seconds / ex.wall_seconds if ex.wall_seconds > 0 else 0.0
+    saturated = used >= CLIENT_SATURATION_SHARE * cpus
+    if saturated:
+        notes.append(
+            f"client CPU {used:.2f} of {cpus:g} cores: the client may be the bottleneck; "
+            "give the runner more CPU or add clients"
+        )
+    notes.extend(parsed.notes)
+    return {
+        "v": RESULT_VERSION,
+        "ok": True,
+        "result": step.to_json_dict(),
+        "startedAt": started_at.isoformat(),
+        "lateSeconds": round(late, 3),
+        "late": late > plan.max_start_skew,
+        "cpu": {"used": round(used, 3), "available": cpus, "saturated": saturated},
+        "notes": notes,
+        "histogram": [[v, c] for v, c in (parsed.histogram or [])],
+        "series": [i.model_dump(mode="json", by_alias=True) for i in parsed.intervals],
+    }
+
+
+def termination_message(doc: dict[str, Any]) -> str:
+    """The compact result for the termination message, within Kubernetes' 4 KiB."""
+    slim = {k: v for k, v in doc.items() if k != "series"}
+    text = json.dumps(slim, separators=(",", ":"))
+    if len(text) > MAX_TERMINATION_MESSAGE:
+        slim.pop("histogram", None)
+        slim.setdefault("notes", []).append("histogram dropped: too large for 4 KiB")
+        text = json.dumps(slim, separators=(",", ":"))
+    while len(text) > MAX_TERMINATION_MESSAGE and slim.get("notes"):
+        slim["notes"].pop()
+        text = json.dumps(slim, separators=(",", ":"))
+    return text
+
+
+def failure_document(exc: Exception) -> dict[str, Any]:
+    kind = exc.kind if isinstance(exc, SysbenchError) else type(exc).__name__
+    return {"v": RESULT_VERSION, "ok": False, "kind": kind, "message": str(exc)[:3000]}
+
+
+# ---------------------------------------------------------------------------- dataset
+def sbtest_tables(n: int) -> list[str]:
+    return [f"sbtest{i}" for i in range(1, n + 1)]
+
+
+def prepare_dataset(
+    plan: StepPlan, creds: Credentials, policy: str, out: TextIO | None = sys.stdout
+) -> dict[str, Any]:
+    """IfMissing: reuse tables whose row counts match; Always: drop and load; Never: check."""
+    dsn = mysql.DSN(plan.host, plan.port, creds.user, creds.password)
+    tables = sbtest_tables(plan.tables)
+    with mysql.connect(dsn) as conn:
+        if not mysql.database_exists(conn, plan.db):
+            if policy == "Never":
+                raise TidbBenchError(
+                    f"database {plan.db!r} does not exist on {dsn.where()} and dataset.prepare "
+                    "is Never; create and load it, or set dataset.prepare: IfMissing"
+                )
+            mysql.query(conn, f"CREATE DATABASE IF NOT EXISTS `{plan.db}`")
+        counts = mysql.table_row_counts(conn, plan.db, tables)
+    wrong = {t: c for t, c in counts.items() if c != plan.table_size}
+    if policy == "Never":
+        if wrong:
+            raise TidbBenchError(
+                f"dataset.prepare is Never but {plan.db} has "
+                + ", ".join(
+                    f"{t}: {'missing' if c is None else f'{c} rows'}" for t, c in wrong.items()
+                )
+                + f" (expected {plan.table_size} rows each); load it or set prepare: IfMissing"
+            )
+        return {"v": RESULT_VERSION, "ok": True, "action": "verified", "tables": len(tables)}
+    if policy == "IfMissing" and not wrong:
+        if out is not None:
+            out.write(
+                f"tidb-bench: {len(tables)} tables with {plan.table_size} rows exist: reused\n"
+            )
+        return {"v": RESULT_VERSION, "ok": True, "action": "reused", "tables": len(tables)}
+    common: dict[str, Any] = dict(
+        workload=plan.workload,
+        host=plan.host,
+        port=plan.port,
+        user=creds.user,
+        db=plan.db,
+        tables=plan.tables,
+        extra_args=plan.extra_args,
+    )
+    if any(c is not None for c in counts.values()):
+        # Partial or stale tables (another size, an interrupted prepare): start over.
+        ex = exec_sysbench(build_sysbench_argv(command="cleanup", **common), creds, out)
+        if ex.exit_code != 0:
+            raise diagnose_failure(parse_sysbench_output(ex.output)) or SysbenchError(
+                "fatal", f"sysbench cleanup exited {ex.exit_code}"
+            )
+    argv = build_sysbench_argv(
+        command="prepare",
+        table_size=plan.table_size,
+        auto_inc=plan.auto_inc,
+        threads=min(plan.tables, 8),
+        **common,
+    )
+    ex = exec_sysbench(argv, creds, out)
+    if ex.exit_code != 0:
+        raise diagnose_failure(parse_sysbench_output(ex.output)) or SysbenchError(
+            "fatal", f"sysbench prepare exited {ex.exit_code}: " + ex.output[-500:]
+        )
+    reason = "missing" if all(c is None for c in counts.values()) else "stale"
+    return {
+        "v": RESULT_VERSION,
+        "ok": True,
+        "action": "prepared",
+        "reason": reason,
+        "tables": len(tables),
+        "seconds": round(ex.wall_seconds, 1),
+    }
+
+
+def cleanup_dataset(
+    plan: StepPlan, creds: Credentials, out: TextIO | None = sys.stdout
+) -> dict[str, Any]:
+    argv = build_sysbench_argv(
+        command="cleanup",
+        workload=plan.workload,
+        host=plan.host,
+        port=plan.port,
+        user=creds.user,
+        db=plan.db,
+        tables=plan.tables,
+    )
+    ex = exec_sysbench(argv, creds, out)
+    if ex.exit_code != 0:
+        raise diagnose_failure(parse_sysbench_output(ex.output)) or SysbenchError(
+            "fatal", f"sysbench cleanup exited {ex.exit_code}"
+        )
+    return {"v": RESULT_VERSION, "ok": True, "action": "cleaned", "tables": plan.tables}
+
+
+# ---------------------------------------------------------------------------- entry point
+def add_runner_arguments(sub: Any) -> None:
+    """Register `tidb-bench runner step|prepare|cleanup` on an argparse subparsers object."""
+    import argparse
+
+    runner = sub.add_parser("runner", help="inside a benchmark pod: run one step")
+    actions = runner.add_subparsers(dest="action", required=True)
+    for action in ("step", "prepare", "cleanup"):
+        p = actions.add_parser(action)
+        p.add_argument("--workload", required=True)
+        p.add_argument("--host", required=True)
+        p.add_argument("--port", type=int, required=True)
+        p.add_argument("--db", default="sbtest")
+        p.add_argument("--tables", type=int, default=1)
+        p.add_argument("--table-size", type=int, default=10000)
+        p.add_argument("--auto-inc", choices=["on", "off"], default="on")
+        p.add_argument("--sysbench-arg", action="append", default=[], dest="extra_args")
+        p.add_argument("--termination-log", default=TERMINATION_LOG)
+        if action == "step":
+            p.add_argument("--threads", type=int, required=True)
+            p.add_argument("--duration", type=int, required=True)
+            p.add_argument("--warmup", type=int, default=0)
+            p.add_argument("--report-interval", type=int, default=10)
+            p.add_argument("--percentile", type=int, default=95)
+            p.add_argument("--rand-type")
+            p.add_argument("--ignore-errors")
+            p.add_argument("--start-at", type=datetime.fromisoformat)
+            p.add_argument("--max-start-skew", type=float, default=3.0)
+        if action == "prepare":
+            p.add_argument(
+                "--policy", choices=["IfMissing", "Always", "Never"], default="IfMissing"
+            )
+    _ = argparse
+
+
+def plan_from_args(args: Any) -> StepPlan:
+    return StepPlan(
+        workload=args.workload,
+        threads=getattr(args, "threads", 1),
+        duration=getattr(args, "duration", 1),
+        host=args.host,
+        port=args.port,
+        db=args.db,
+        tables=args.tables,
+        table_size=args.table_size,
+        warmup=getattr(args, "warmup", 0),
+        report_interval=getattr(args, "report_interval", 10),
+        percentile=getattr(args, "percentile", 95),
+        rand_type=getattr(args, "rand_type", None),
+        ignore_errors=getattr(args, "ignore_errors", None),
+        auto_inc=args.auto_inc == "on",
+        extra_args=list(args.extra_args),
+        start_at=getattr(args, "start_at", None),
+        max_start_skew=getattr(args, "max_start_skew", 3.0),
+    )
+
+
+def main_runner(args: Any) -> int:
+    """`tidb-bench runner ...`: do the action, write the termination message, exit 0/1."""
+    plan = plan_from_args(args)
+    creds = credentials_from_env()
+    try:
+        if args.action == "step":
+            doc = run_step(plan, creds)
+            print(SERIES_MARKER + json.dumps({"series": doc["series"]}, separators=(",", ":")))
+        elif args.action == "prepare":
+            doc = prepare_dataset(plan, creds, args.policy)
+        else:
+            doc = cleanup_dataset(plan, creds)
+        code = 0
+    except (TidbBenchError, mysql.DatabaseError) as exc:
+        doc = failure_document(exc)
+        print(f"tidb-bench: FAILED: {exc}", file=sys.stderr)
+        code = 1
+    try:
+        Path(args.termination_log).write_text(termination_message(doc))
+    except OSError as exc:  # outside a pod (no /dev/termination-log): stdout has it all
+        print(f"tidb-bench: cannot write {args.termination_log}: {exc}", file=sys.stderr)
+    print("tidb-bench: result " + termination_message(doc))
+    return code
