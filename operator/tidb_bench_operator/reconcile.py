@@ -416,13 +416,14 @@ class RunReconciler:
                     f"{unscheduled}",
                 )
                 return
+            # One Warning when the pod is first seen waiting, not one per look (every 2 s).
+            if _cond(st, "Progressing") != "Unschedulable":
+                self._event(ctx, "Warning", "Unschedulable", unscheduled)
             _set_condition(
                 st, "Progressing", "False", "Unschedulable",
                 f"step {step.index + 1}: benchmark pod not scheduled yet: {unscheduled}",
                 ctx.now,
             )  # fmt: skip
-            if "Unschedulable" not in {r for _, r, _ in ctx.events}:
-                self._event(ctx, "Warning", "Unschedulable", unscheduled)
             ctx.requeue = 2.0
             return
         if not all(_job_finished(j) for j in jobs):
@@ -487,11 +488,11 @@ class RunReconciler:
         """Keep the per-interval series of every client in the results ConfigMap."""
         run, st = ctx.run, ctx.st
         name = object_name(run.name, "results")
-        series: dict[str, Any] = {}
+        # Earlier steps' series are kept: the ConfigMap is rewritten whole after each step.
+        current = self.kube.configmap_data(run.namespace, name) or {}
         try:
-            current = self.kube.core.read_namespaced_config_map(name, run.namespace)
-            series = json.loads((current.data or {}).get("series.json", "{}"))
-        except Exception:
+            series = dict(json.loads(current.get("series.json") or "{}"))
+        except (TypeError, ValueError):  # hand-edited or truncated: start the series afresh
             series = {}
         per_client = {}
         for pod in pods:

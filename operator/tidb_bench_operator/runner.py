@@ -124,13 +124,14 @@ def exec_sysbench(
                 "sysbench is not installed or not on PATH (apt-get install sysbench)",
             ) from exc
         lines: list[str] = []
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line)
-            if out is not None:
-                out.write(prefix + line)
-                out.flush()
-        code = proc.wait()
+        with proc:  # closes the pipe (one fd per sysbench run otherwise leaks) and waits
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+                if out is not None:
+                    out.write(prefix + line)
+                    out.flush()
+        code = proc.returncode
         wall = time.monotonic() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -234,6 +235,9 @@ def run_step(
 def termination_message(doc: dict[str, Any]) -> str:
     """The compact result for the termination message, within Kubernetes' 4 KiB."""
     slim = {k: v for k, v in doc.items() if k != "series"}
+    # A copy: trimming must not change the caller's document (it is printed afterwards too).
+    if "notes" in slim:
+        slim["notes"] = list(slim["notes"] or [])
     text = json.dumps(slim, separators=(",", ":"))
     if len(text) > MAX_TERMINATION_MESSAGE:
         slim.pop("histogram", None)
@@ -241,6 +245,12 @@ def termination_message(doc: dict[str, Any]) -> str:
         text = json.dumps(slim, separators=(",", ":"))
     while len(text) > MAX_TERMINATION_MESSAGE and slim.get("notes"):
         slim["notes"].pop()
+        text = json.dumps(slim, separators=(",", ":"))
+    # A failure's message (3000 characters) can still be too long once JSON escapes non-ASCII
+    # text as \uXXXX: keep its beginning, which says what failed.
+    while len(text) > MAX_TERMINATION_MESSAGE and isinstance(slim.get("message"), str):
+        over = len(text) - MAX_TERMINATION_MESSAGE
+        slim["message"] = slim["message"][: -max(over // 6, 1) - 1]
         text = json.dumps(slim, separators=(",", ":"))
     return text
 

@@ -133,6 +133,22 @@ class Kube:
                 f"reading TidbCluster {namespace}/{name}: {exc.status} {exc.reason}"
             ) from exc
 
+    def configmap_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """A ConfigMap's data, or None when it does not exist."""
+        try:
+            cm = _raw(
+                self.core.read_namespaced_config_map(
+                    name, namespace, _preload_content=False, _request_timeout=TIMEOUT
+                )
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise KubeError(
+                f"reading ConfigMap {namespace}/{name}: {exc.status} {exc.reason}"
+            ) from exc
+        return dict(cm.get("data") or {})
+
     def server_version(self) -> str:
         return str(self.version_api.get_code().git_version)
 

@@ -1,0 +1,93 @@
+"""`tidb-bench run`: the example sweep from this machine with real sysbench against MariaDB."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pymysql
+import pytest
+import yaml
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "point-select-sweep.yaml"
+
+
+@pytest.fixture
+def database(mariadb: dict[str, Any]) -> Iterator[str]:
+    """A database of this test's own: other suites share the MariaDB and its sbtest tables."""
+    name = "clirun_" + secrets.token_hex(3)
+    yield name
+    conn = pymysql.connect(
+        host=str(mariadb["host"]),
+        port=int(mariadb["port"]),
+        user=str(mariadb["user"]),
+        password=str(mariadb["password"]),
+    )
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+    finally:
+        conn.close()
+
+
+def short_sweep(tmp_path: Path, database: str) -> Path:
+    """The example BenchmarkRun, cut down to a sweep that takes seconds."""
+    run = yaml.safe_load(EXAMPLE.read_text())
+    run["spec"].update(
+        database=database,
+        durationSeconds=2,
+        warmupSeconds=1,
+        reportIntervalSeconds=1,
+        threads=[1, 2],
+    )
+    run["spec"]["dataset"].update(tables=1, tableSize=1000)
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(run))
+    return path
+
+
+def test_run_sweeps_the_example_against_a_real_database_and_prints_json(
+    tmp_path: Path, mariadb: dict[str, Any], database: str
+) -> None:
+    password = str(mariadb["password"])
+    tidb_bench = Path(sys.executable).parent / "tidb-bench"
+    proc = subprocess.run(
+        [
+            str(tidb_bench), "run", "-f", str(short_sweep(tmp_path, database)),
+            "--host", str(mariadb["host"]), "--port", str(mariadb["port"]),
+            "--user", str(mariadb["user"]), "--format", "json",
+        ],
+        env={**os.environ, "TIDB_BENCH_PASSWORD": password},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    steps = out["steps"]
+    assert [(s["workload"], s["threads"]) for s in steps] == [
+        ("oltp_point_select", 1),
+        ("oltp_point_select", 2),
+    ]
+    for step in steps:
+        assert step["qps"] > 0
+        assert step["events"] > 0
+        assert step["latencyMs"]["percentile"] == 95
+        assert step["sysbenchVersion"].startswith("1.0")
+        assert 1.5 < step["durationSeconds"] < 4
+        assert any(n.startswith("warm-up: a separate 1s run") for n in step["notes"])
+    assert out["summary"]["peakQps"] == max(s["qps"] for s in steps)
+    assert out["summary"]["peakThreads"] in (1, 2)
+    assert password not in proc.stdout
+    assert password not in proc.stderr
+    assert "sysbench" in proc.stderr, "sysbench's own output is streamed to stderr"

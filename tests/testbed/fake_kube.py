@@ -1,0 +1,288 @@
+"""An in-memory stand-in for adapters.k8s.Kube: plain dicts keyed by (namespace, name).
+
+It behaves like the API server where the reconciler depends on it: objects come back as
+fresh copies (mutating a result changes nothing stored), creating an existing Job returns
+the stored one, Jobs get a uid and a creationTimestamp from the shared clock, and pods of
+a Job carry the `controller-uid` label the Job controller sets. Tests play the part of the
+Job controller and the scheduler with `finish_job`, `leave_unschedulable` and `schedule`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+JSON = dict[str, Any]
+Key = tuple[str, str]
+
+
+class FakeClock:
+    """A clock that moves only when told to (shared by the reconciler and FakeKube)."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.now = start or datetime(2024, 6, 1, 2, 0, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> datetime:
+        self.now += timedelta(seconds=seconds)
+        return self.now
+
+
+def _ts(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def matches(labels: dict[str, str] | None, selector: str) -> bool:
+    """Equality-based label selector: `k=v,k2==v2,k3!=v3,k4` (what the reconciler sends)."""
+    labels = labels or {}
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        if "!=" in term:
+            k, v = term.split("!=", 1)
+            if labels.get(k.strip()) == v.strip():
+                return False
+        elif "=" in term:
+            k, v = term.replace("==", "=").split("=", 1)
+            if labels.get(k.strip()) != v.strip():
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+class FakeKube:
+    """The reconciler's `kube`: the same methods as adapters.k8s.Kube, kept in dicts."""
+
+    def __init__(self, clock: Callable[[], datetime] | None = None) -> None:
+        self.clock = clock or (lambda: datetime.now(UTC).replace(microsecond=0))
+        self.secrets: dict[Key, dict[str, str]] = {}
+        self.node_list: list[JSON] = []
+        self.pod_store: dict[Key, JSON] = {}
+        self.job_store: dict[Key, JSON] = {}
+        self.configmaps: dict[Key, JSON] = {}
+        self.runs: dict[Key, JSON] = {}
+        self.tidbclusters: dict[Key, JSON] = {}
+        self.logs: dict[tuple[str, str, str], str] = {}
+        self.events: list[JSON] = []
+        self.service_accounts: dict[Key, JSON] = {}
+        # Every create_job call, and the names of Jobs actually created or deleted.
+        self.create_job_calls: list[str] = []
+        self.created_jobs: list[str] = []
+        self.deleted_jobs: list[str] = []
+
+    # ---- arranging the world ------------------------------------------------------------
+    def add_secret(self, namespace: str, name: str, data: dict[str, str]) -> None:
+        self.secrets[(namespace, name)] = dict(data)
+
+    def add_node(self, name: str, labels: dict[str, str] | None = None) -> None:
+        meta = {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}}
+        self.node_list.append({"metadata": meta, "spec": {}})
+
+    def add_run(self, body: JSON) -> None:
+        meta = body["metadata"]
+        self.runs[(meta["namespace"], meta["name"])] = copy.deepcopy(body)
+
+    def add_tidb_cluster(self, body: JSON) -> None:
+        meta = body["metadata"]
+        self.tidbclusters[(meta["namespace"], meta["name"])] = copy.deepcopy(body)
+
+    def add_pod(self, pod: JSON) -> None:
+        meta = pod["metadata"]
+        self.pod_store[(meta["namespace"], meta["name"])] = copy.deepcopy(pod)
+
+    # ---- playing the Job controller and the scheduler ------------------------------------
+    def job(self, namespace: str, name: str) -> JSON:
+        return copy.deepcopy(self.job_store[(namespace, name)])
+
+    def job_names(self, namespace: str | None = None) -> list[str]:
+        return sorted(n for (ns, n) in self.job_store if namespace in (None, ns))
+
+    def pod_of(self, namespace: str, job_name: str) -> JSON | None:
+        return self.pod_store.get((namespace, f"{job_name}-pod"))
+
+    def _pod_for(self, namespace: str, job_name: str) -> JSON:
+        """The Job's single pod (backoffLimit 0), created from its template when missing."""
+        job = self.job_store[(namespace, job_name)]
+        key = (namespace, f"{job_name}-pod")
+        if key not in self.pod_store:
+            labels = {
+                **(job["spec"]["template"]["metadata"].get("labels") or {}),
+                "controller-uid": job["metadata"]["uid"],
+                "job-name": job_name,
+            }
+            self.pod_store[key] = {
+                "metadata": {"name": key[1], "namespace": namespace, "labels": labels},
+                "spec": copy.deepcopy(job["spec"]["template"]["spec"]),
+                "status": {"phase": "Pending"},
+            }
+        return self.pod_store[key]
+
+    def leave_unschedulable(
+        self,
+        namespace: str,
+        job_name: str,
+        message: str = "0/3 nodes are available: 3 node(s) didn't match Pod's node "
+        "affinity/selector.",
+    ) -> None:
+        """The scheduler could not place the Job's pod: PodScheduled=False, Unschedulable."""
+        pod = self._pod_for(namespace, job_name)
+        pod["spec"].pop("nodeName", None)
+        pod["status"] = {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": message,
+                    "lastTransitionTime": _ts(self.clock()),
+                }
+            ],
+        }
+
+    def schedule(self, namespace: str, job_name: str, node: str = "bench-1") -> None:
+        """The Job's pod is bound to `node` and running."""
+        pod = self._pod_for(namespace, job_name)
+        pod["spec"]["nodeName"] = node
+        pod["status"] = {
+            "phase": "Running",
+            "conditions": [{"type": "PodScheduled", "status": "True"}],
+            "containerStatuses": [{"name": "runner", "state": {"running": {}}}],
+        }
+
+    def finish_job(
+        self,
+        namespace: str,
+        job_name: str,
+        document: JSON | str | None,
+        *,
+        exit_code: int | None = None,
+        node: str = "bench-1",
+        log: str = "",
+    ) -> None:
+        """The runner exited: `document` (a result dict, or raw text) is its termination message.
+
+        The Job succeeds when the exit code (default: 0 for an ok document, else 1) is 0.
+        """
+        if exit_code is None:
+            exit_code = 0 if isinstance(document, dict) and document.get("ok") else 1
+        self.schedule(namespace, job_name, node)
+        pod = self._pod_for(namespace, job_name)
+        terminated: JSON = {
+            "exitCode": exit_code,
+            "reason": "Completed" if exit_code == 0 else "Error",
+        }
+        if document is not None:
+            terminated["message"] = document if isinstance(document, str) else json.dumps(document)
+        pod["status"] = {
+            "phase": "Succeeded" if exit_code == 0 else "Failed",
+            "conditions": [{"type": "PodScheduled", "status": "True"}],
+            "containerStatuses": [{"name": "runner", "state": {"terminated": terminated}}],
+        }
+        self.logs[(namespace, pod["metadata"]["name"], "runner")] = log
+        job = self.job_store[(namespace, job_name)]
+        if exit_code == 0:
+            job["status"] = {
+                "succeeded": 1,
+                "conditions": [{"type": "Complete", "status": "True"}],
+            }
+        else:
+            job["status"] = {
+                "failed": 1,
+                "conditions": [
+                    {
+                        "type": "Failed",
+                        "status": "True",
+                        "reason": "BackoffLimitExceeded",
+                        "message": "Job has reached the specified backoff limit",
+                    }
+                ],
+            }
+
+    # ---- the Kube interface: reads -------------------------------------------------------
+    def secret_keys(self, namespace: str, name: str) -> set[str] | None:
+        data = self.secrets.get((namespace, name))
+        return None if data is None else set(data)
+
+    def secret_value(self, namespace: str, name: str, key: str) -> str | None:
+        return (self.secrets.get((namespace, name)) or {}).get(key)
+
+    def nodes(self) -> list[JSON]:
+        return copy.deepcopy(self.node_list)
+
+    def pods(self, namespace: str | None, selector: str) -> list[JSON]:
+        return _select(self.pod_store, namespace, selector)
+
+    def jobs(self, namespace: str, selector: str) -> list[JSON]:
+        return _select(self.job_store, namespace, selector)
+
+    def pod_log(self, namespace: str, name: str, container: str) -> str | None:
+        return self.logs.get((namespace, name, container))
+
+    def benchmark_runs(self) -> list[JSON]:
+        return [copy.deepcopy(r) for _, r in sorted(self.runs.items())]
+
+    def tidb_cluster(self, namespace: str, name: str) -> JSON | None:
+        tc = self.tidbclusters.get((namespace, name))
+        return None if tc is None else copy.deepcopy(tc)
+
+    def configmap_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        cm = self.configmaps.get((namespace, name))
+        return None if cm is None else dict(cm.get("data") or {})
+
+    # ---- the Kube interface: writes ------------------------------------------------------
+    def create_job(self, body: JSON) -> JSON:
+        ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        self.create_job_calls.append(name)
+        if (ns, name) not in self.job_store:
+            job = copy.deepcopy(body)
+            job["metadata"]["uid"] = str(uuid.uuid4())
+            job["metadata"]["creationTimestamp"] = _ts(self.clock())
+            job["status"] = {}
+            self.job_store[(ns, name)] = job
+            self.created_jobs.append(name)
+        return copy.deepcopy(self.job_store[(ns, name)])
+
+    def delete_jobs(self, namespace: str, selector: str) -> int:
+        doomed = [k for k, j in self.job_store.items() if _in(k, j, namespace, selector)]
+        for key in doomed:
+            uid = self.job_store.pop(key)["metadata"]["uid"]
+            self.deleted_jobs.append(key[1])
+            # Background propagation: the garbage collector removes the Job's pods.
+            for pod_key, pod in list(self.pod_store.items()):
+                if (pod["metadata"].get("labels") or {}).get("controller-uid") == uid:
+                    del self.pod_store[pod_key]
+        return len(doomed)
+
+    def upsert_configmap(self, body: JSON) -> None:
+        meta = body["metadata"]
+        self.configmaps[(meta["namespace"], meta["name"])] = copy.deepcopy(body)
+
+    def ensure_service_account(self, body: JSON) -> None:
+        self.service_accounts.setdefault(
+            (body["metadata"]["namespace"], body["metadata"]["name"]), copy.deepcopy(body)
+        )
+
+    def create_event(self, body: JSON) -> None:
+        self.events.append(copy.deepcopy(body))
+
+    # ---- reading what happened -----------------------------------------------------------
+    def event_reasons(self) -> list[str]:
+        return [e["reason"] for e in self.events]
+
+    def events_of(self, reasons: Iterable[str]) -> list[JSON]:
+        wanted = set(reasons)
+        return [e for e in self.events if e["reason"] in wanted]
+
+
+def _in(key: Key, obj: JSON, namespace: str | None, selector: str) -> bool:
+    return namespace in (None, key[0]) and matches(obj["metadata"].get("labels"), selector)
+
+
+def _select(store: dict[Key, JSON], namespace: str | None, selector: str) -> list[JSON]:
+    return [copy.deepcopy(o) for k, o in sorted(store.items()) if _in(k, o, namespace, selector)]

@@ -1,0 +1,971 @@
+"""The BenchmarkRun state machine, driven through an in-memory Kubernetes and a fake clock.
+
+Each test plays the API server (status is merged back the way a merge patch is), the Job
+controller and the scheduler (FakeKube.finish_job / leave_unschedulable), and the
+preflight gate (a scripted function), and reads what the reconciler did from the status
+it patched, the Jobs it created and the Events it posted.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testbed.fake_kube import FakeClock, FakeKube
+from tidb_bench_operator.domain.manifests import Endpoint
+from tidb_bench_operator.domain.models import BenchmarkRunSpec
+from tidb_bench_operator.domain.preflight import CHECK_NAMES, CheckResult, evaluate
+from tidb_bench_operator.domain.results import Latency, StepResult
+from tidb_bench_operator.domain.sysbench import parse_sysbench_output, to_step_result
+from tidb_bench_operator.reconcile import (
+    PREFLIGHT_RETRY,
+    SERIES_MARKER,
+    Outcome,
+    PreflightOutcome,
+    RunReconciler,
+)
+
+NS = "bench"
+CLUSTER_NS = "tidb-cluster"
+SECRET = "bench-creds"
+PASSWORD = "pa55-w0rd-never-shown"
+BENCH_LABEL = {"tidbbench.io/bench-node": "true"}
+SYSBENCH = Path(__file__).resolve().parents[1] / "data" / "sysbench"
+JSON = dict[str, Any]
+
+
+# --- building blocks ----------------------------------------------------------------------------
+
+
+def run_spec(**overrides: Any) -> JSON:
+    spec: JSON = {
+        "cluster": {"name": "basic", "namespace": CLUSTER_NS},
+        "credentials": {"secretRef": {"name": SECRET}},
+        "dataset": {"tables": 2, "tableSize": 1000},
+        "workloads": ["oltp_point_select"],
+        "threads": [8, 16, 32],
+        "durationSeconds": 30,
+        "reportIntervalSeconds": 10,
+        "placement": {"nodeSelector": dict(BENCH_LABEL)},
+        "preflight": {"policy": "Enforce", "timeoutSeconds": 60},
+    }
+    spec.update(overrides)
+    return spec
+
+
+def run_body(
+    name: str = "sweep",
+    spec: JSON | None = None,
+    *,
+    namespace: str = NS,
+    created: str = "2024-06-01T01:00:00Z",
+    status: JSON | None = None,
+) -> JSON:
+    body: JSON = {
+        "apiVersion": "tidbbench.io/v1alpha1",
+        "kind": "BenchmarkRun",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{namespace}-{name}",
+            "generation": 1,
+            "creationTimestamp": created,
+        },
+        "spec": spec if spec is not None else run_spec(),
+    }
+    if status is not None:
+        body["status"] = status
+    return body
+
+
+def tidb_cluster() -> JSON:
+    return {
+        "apiVersion": "pingcap.com/v1alpha1",
+        "kind": "TidbCluster",
+        "metadata": {"name": "basic", "namespace": CLUSTER_NS},
+        "spec": {
+            "version": "v8.1.0",
+            "pd": {"baseImage": "pingcap/pd", "replicas": 3},
+            "tikv": {"baseImage": "pingcap/tikv", "replicas": 4},
+            "tidb": {"baseImage": "pingcap/tidb", "replicas": 2},
+        },
+    }
+
+
+def result_doc(
+    threads: int,
+    qps: float,
+    p95: float,
+    *,
+    workload: str = "oltp_point_select",
+    late: bool = False,
+    late_seconds: float = 0.0,
+    notes: Sequence[str] = (),
+) -> JSON:
+    """A runner's result document (runner.run_step's shape) with chosen numbers."""
+    result = StepResult(
+        workload=workload,
+        threads=threads,
+        tps=qps,
+        qps=qps,
+        read_qps=qps,
+        write_qps=0.0,
+        other_qps=0.0,
+        latency_ms=Latency(min=0.2, avg=round(p95 / 2, 2), max=p95 * 10, percentile=95, value=p95),
+        errors_per_sec=0.0,
+        reconnects_per_sec=0.0,
+        events=int(qps * 30),
+        duration_seconds=30.0,
+        sysbench_version="1.0.20",
+    )
+    return {
+        "v": 1,
+        "ok": True,
+        "result": result.to_json_dict(),
+        "startedAt": "2024-06-01T02:00:00+00:00",
+        "lateSeconds": late_seconds,
+        "late": late,
+        "cpu": {"used": 0.4, "available": 4.0, "saturated": False},
+        "notes": list(notes),
+        "histogram": [],
+    }
+
+
+def recorded_doc(filename: str) -> JSON:
+    """A result document built from a recorded sysbench output, histogram included."""
+    parsed = parse_sysbench_output((SYSBENCH / filename).read_text())
+    step = to_step_result(parsed, None)
+    return {
+        "v": 1,
+        "ok": True,
+        "result": step.to_json_dict(),
+        "lateSeconds": 0.1,
+        "late": False,
+        "cpu": {"used": 0.5, "available": 2.0, "saturated": False},
+        "notes": list(parsed.notes),
+        "histogram": [[v, c] for v, c in parsed.histogram or []],
+    }
+
+
+def series_log(qps: Sequence[float]) -> str:
+    series = [{"t": 10.0 * (i + 1), "qps": q} for i, q in enumerate(qps)]
+    return "sysbench output...\n" + SERIES_MARKER + json.dumps({"series": series}) + "\n"
+
+
+def checks(**statuses: str) -> list[CheckResult]:
+    """All seven checks Pass, except those named (with `_` for `-`)."""
+    out = []
+    for name in CHECK_NAMES:
+        status = statuses.get(name.replace("-", "_"), "Pass")
+        message = "ok" if status == "Pass" else f"{name} is not fair: leader_size 689 vs 120"
+        out.append(CheckResult(name=name, status=status, message=message, stores=[]))  # type: ignore[arg-type]
+    return out
+
+
+class ScriptedPreflight:
+    """The preflight gate as a function: each call returns the next scripted round of checks."""
+
+    def __init__(self, *rounds: list[CheckResult]) -> None:
+        self.rounds = list(rounds) or [checks()]
+        self.calls: list[tuple[str, Endpoint]] = []
+
+    def __call__(
+        self, spec: BenchmarkRunSpec, namespace: str, endpoint: Endpoint
+    ) -> PreflightOutcome:
+        self.calls.append((namespace, endpoint))
+        found = self.rounds[min(len(self.calls), len(self.rounds)) - 1]
+        return PreflightOutcome(
+            checks=found,
+            verdict=evaluate(found, spec.preflight.policy),
+            tidb_version="v8.1.0",
+            server_version="8.0.11-TiDB-v8.1.0",
+        )
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386, as the API server applies kopf's status patch (null removes a key)."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+class Bed:
+    """One BenchmarkRun, the world around it, and the controller reconciling it."""
+
+    def __init__(
+        self,
+        spec: JSON | None = None,
+        *,
+        name: str = "sweep",
+        preflight: ScriptedPreflight | None = None,
+        with_secret: bool = True,
+    ) -> None:
+        self.clock = FakeClock()
+        self.kube = FakeKube(self.clock)
+        if with_secret:
+            self.kube.add_secret(NS, SECRET, {"user": "bench", "password": PASSWORD})
+        self.kube.add_node("db-1", {"tidbbench.test/db": "true"})
+        self.kube.add_node("bench-1", BENCH_LABEL)
+        self.kube.add_node("bench-2", BENCH_LABEL)
+        self.kube.add_tidb_cluster(tidb_cluster())
+        self.preflight = preflight or ScriptedPreflight()
+        self.reconciler = RunReconciler(
+            self.kube,
+            preflight=self.preflight,
+            clock=self.clock,
+            image="tidb-bench:test",
+            scheduling_timeout=timedelta(seconds=120),
+        )
+        self.body = run_body(name, spec if spec is not None else run_spec())
+        self.kube.add_run(self.body)
+        self.patches: list[JSON] = []
+
+    @property
+    def name(self) -> str:
+        return str(self.body["metadata"]["name"])
+
+    @property
+    def status(self) -> JSON:
+        return dict(self.body.get("status") or {})
+
+    def reconcile(self) -> Outcome:
+        """One reconcile; its status patch is merged into the stored run."""
+        out = self.reconciler.reconcile(copy.deepcopy(self.body))
+        self.patches.append(out.status)
+        self.body["status"] = merge_patch(self.body.get("status") or {}, out.status)
+        self.kube.add_run(self.body)
+        return out
+
+    def reconcile_until(self, phase: str, limit: int = 10) -> None:
+        for _ in range(limit):
+            if self.status.get("phase") == phase:
+                return
+            self.reconcile()
+        assert self.status.get("phase") == phase, self.status
+
+    def to_running(self) -> None:
+        """Through Pending, Preflight and a prepared dataset, to the first step."""
+        self.reconcile_until("Preparing")
+        self.reconcile()
+        self.kube.finish_job(NS, f"{self.name}-prepare", PREPARED)
+        self.reconcile_until("Running")
+
+    def condition(self, type_: str) -> JSON:
+        return next(c for c in self.status.get("conditions", []) if c["type"] == type_)
+
+    def step(self, index: int) -> JSON:
+        return dict(self.status["steps"][index])
+
+
+PREPARED = {
+    "v": 1,
+    "ok": True,
+    "action": "prepared",
+    "reason": "missing",
+    "tables": 2,
+    "seconds": 4.2,
+}
+
+
+def everything_written(bed: Bed) -> str:
+    """All the reconciler ever wrote: status patches, Jobs, ConfigMaps, Events."""
+    return json.dumps(
+        [
+            bed.patches,
+            list(bed.kube.job_store.values()),
+            list(bed.kube.configmaps.values()),
+            bed.kube.events,
+        ],
+        default=str,
+    )
+
+
+# --- the happy path -----------------------------------------------------------------------------
+
+
+def test_a_run_walks_pending_preflight_preparing_running_and_succeeds() -> None:
+    bed = Bed(run_spec(slo={"latencyMs": 20}))
+
+    bed.reconcile()
+    assert bed.status["phase"] == "Preflight"
+    assert bed.status["startedAt"] == "2024-06-01T02:00:00Z"
+    assert bed.condition("Waiting")["status"] == "False"
+
+    bed.clock.advance(1)
+    bed.reconcile()
+    assert bed.status["phase"] == "Preparing"
+    assert [c["status"] for c in bed.status["preflight"]["checks"]] == ["Pass"] * 7
+    assert bed.condition("PreflightPassed")["reason"] == "Passed"
+    assert bed.status["environment"]["tidbVersion"] == "v8.1.0"
+    assert bed.preflight.calls[0][1].host == "basic-tidb.tidb-cluster"
+
+    bed.reconcile()
+    assert bed.kube.job_names(NS) == ["sweep-prepare"]
+    bed.reconcile()
+    assert bed.status["phase"] == "Preparing", "an unfinished prepare Job keeps the run waiting"
+    bed.kube.finish_job(NS, "sweep-prepare", PREPARED)
+    bed.reconcile()
+    assert bed.status["phase"] == "Running"
+    assert bed.condition("DatasetReady")["reason"] == "Prepared"
+    assert [(s["workload"], s["threads"], s["phase"]) for s in bed.status["steps"]] == [
+        ("oltp_point_select", 8, "Pending"),
+        ("oltp_point_select", 16, "Pending"),
+        ("oltp_point_select", 32, "Pending"),
+    ]
+
+    numbers = {8: (20_000.0, 5.0), 16: (36_000.0, 9.0), 32: (38_000.0, 25.0)}
+    for index, threads in enumerate((8, 16, 32)):
+        bed.clock.advance(2)
+        bed.reconcile()
+        job = f"sweep-s{index}-c0"
+        assert job in bed.kube.job_names(NS)
+        assert bed.step(index)["phase"] == "Running"
+        bed.clock.advance(30)
+        bed.reconcile()
+        assert bed.step(index)["phase"] == "Running", "the Job has not finished yet"
+        qps, p95 = numbers[threads]
+        bed.kube.finish_job(NS, job, result_doc(threads, qps, p95), log=series_log([qps]))
+        bed.reconcile()
+        assert bed.step(index)["phase"] == "Succeeded"
+        assert bed.step(index)["qps"] == qps
+        assert bed.step(index)["valid"] is True
+
+    st = bed.status
+    assert st["phase"] == "Succeeded"
+    assert st["currentStep"] == 3
+    assert st["summary"]["peakQps"] == 38_000.0
+    assert st["summary"]["peakThreads"] == 32
+    assert st["summary"]["recommendedThreads"] == 16, "32 threads break the 20 ms SLO"
+    assert st["summary"]["recommendedQps"] == 36_000.0
+    assert st["summary"]["headline"] == st["message"]
+    assert bed.condition("Complete")["reason"] == "Succeeded"
+    env = st["environment"]
+    assert env["sysbenchVersion"] == "1.0.20"
+    assert env["nodes"] == ["bench-1"]
+    assert env["images"] == {
+        "pd": "pingcap/pd:v8.1.0",
+        "tikv": "pingcap/tikv:v8.1.0",
+        "tidb": "pingcap/tidb:v8.1.0",
+    }
+    assert env["replicas"] == {"pd": 3, "tikv": 4, "tidb": 2}
+    reasons = bed.kube.event_reasons()
+    phases = [r for r in reasons if r in ("Preflight", "Preparing", "DatasetReady", "Running")]
+    assert phases == ["Preflight", "Preparing", "DatasetReady", "Running"]
+    assert reasons.count("StepSucceeded") == 3
+    assert reasons[-1] == "Succeeded"
+    assert all(e["involvedObject"]["uid"] == "uid-bench-sweep" for e in bed.kube.events)
+
+
+def test_the_results_configmap_keeps_every_steps_series_and_numbers() -> None:
+    bed = Bed(run_spec(threads=[8, 16]))
+    bed.to_running()
+    for index, threads in enumerate((8, 16)):
+        bed.reconcile()
+        bed.kube.finish_job(
+            NS, f"sweep-s{index}-c0", result_doc(threads, 1000.0 * threads, 3.0),
+            log=series_log([990.0 * threads, 1010.0 * threads]),
+        )  # fmt: skip
+        bed.reconcile()
+    assert bed.status["resultsConfigMap"] == "sweep-results"
+    data = bed.kube.configmaps[(NS, "sweep-results")]["data"]
+    series = json.loads(data["series.json"])
+    assert sorted(series) == ["0", "1"], "the second step's write keeps the first step's series"
+    assert series["1"]["threads"] == 16
+    assert [p["qps"] for p in series["1"]["clients"]["0"]] == [15_840.0, 16_160.0]
+    steps = json.loads(data["steps.json"])
+    assert [(s["threads"], s["qps"]) for s in steps] == [(8, 8000.0), (16, 16000.0)]
+
+
+def test_a_run_with_dataset_cleanup_runs_the_cleanup_job_before_it_succeeds() -> None:
+    bed = Bed(run_spec(threads=[8], dataset={"tables": 1, "tableSize": 100, "cleanup": True}))
+    bed.to_running()
+    bed.reconcile()
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 5000.0, 2.0))
+    bed.reconcile()
+    assert bed.status["phase"] == "Running"
+    assert "sweep-cleanup" in bed.kube.job_names(NS)
+    args = bed.kube.job(NS, "sweep-cleanup")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[0] == "cleanup"
+    bed.kube.finish_job(NS, "sweep-cleanup", {"v": 1, "ok": True, "action": "cleaned", "tables": 1})
+    bed.reconcile()
+    assert bed.status["phase"] == "Succeeded"
+
+
+def test_the_password_appears_nowhere_the_reconciler_writes() -> None:
+    bed = Bed(run_spec(threads=[8]))
+    bed.to_running()
+    bed.reconcile()
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 5000.0, 2.0))
+    bed.reconcile()
+    assert bed.status["phase"] == "Succeeded"
+    assert PASSWORD not in everything_written(bed)
+
+
+# --- inputs the schema cannot check -------------------------------------------------------------
+
+
+def test_an_invalid_spec_fails_the_run_with_the_field_path_and_creates_no_job() -> None:
+    bed = Bed(run_spec(threads=[8, 8]))
+    bed.reconcile()
+    st = bed.status
+    assert st["phase"] == "Failed"
+    assert st["message"].startswith("spec.threads[1]: 8 is listed twice")
+    assert bed.condition("Failed")["reason"] == "InvalidSpec"
+    assert bed.kube.create_job_calls == []
+    assert bed.kube.event_reasons() == ["InvalidSpec"]
+    assert bed.kube.events[0]["type"] == "Warning"
+
+
+def test_an_unknown_spec_field_is_named_in_the_failure() -> None:
+    bed = Bed(run_spec(placement={"nodeSelectr": BENCH_LABEL}))
+    bed.reconcile()
+    assert bed.status["phase"] == "Failed"
+    assert bed.status["message"].startswith("spec.placement.nodeSelectr: ")
+    assert bed.kube.create_job_calls == []
+
+
+def test_a_missing_secret_fails_with_the_command_that_creates_it() -> None:
+    bed = Bed(with_secret=False)
+    bed.reconcile()
+    assert bed.status["phase"] == "Failed"
+    assert bed.condition("Failed")["reason"] == "SecretNotFound"
+    assert bed.status["message"] == (
+        "spec.credentials.secretRef.name: Secret 'bench-creds' not found in namespace 'bench'; "
+        "create it: kubectl -n bench create secret generic bench-creds "
+        "--from-literal=user=<user> --from-literal=password=<password>"
+    )
+    assert bed.kube.create_job_calls == []
+    assert bed.preflight.calls == []
+
+
+def test_a_secret_without_the_password_key_fails_naming_the_key_and_the_keys_it_has() -> None:
+    bed = Bed(with_secret=False)
+    bed.kube.add_secret(NS, SECRET, {"user": "bench", "pass": PASSWORD})
+    bed.reconcile()
+    assert bed.status["phase"] == "Failed"
+    assert bed.condition("Failed")["reason"] == "SecretKeyMissing"
+    assert bed.status["message"] == (
+        "spec.credentials.passwordKey: Secret bench/bench-creds has no key 'password' "
+        "(it has: pass, user); add the key or set spec.credentials.passwordKey to one of those"
+    )
+    assert PASSWORD not in everything_written(bed)
+
+
+def test_custom_secret_keys_are_the_ones_looked_for() -> None:
+    spec = run_spec(credentials={"secretRef": {"name": SECRET}, "userKey": "u", "passwordKey": "p"})
+    bed = Bed(spec, with_secret=False)
+    bed.kube.add_secret(NS, SECRET, {"user": "bench", "password": PASSWORD})
+    bed.reconcile()
+    assert bed.status["message"].startswith(
+        "spec.credentials.userKey: Secret bench/bench-creds has no key 'u'"
+    )
+
+
+def test_a_node_selector_matching_no_node_fails_with_no_bench_node() -> None:
+    bed = Bed(run_spec(placement={"nodeSelector": {"tidbbench.io/bench-node": "yes"}}))
+    bed.reconcile()
+    assert bed.status["phase"] == "Failed"
+    assert bed.condition("Failed")["reason"] == "NoBenchNode"
+    assert bed.status["message"] == (
+        "spec.placement.nodeSelector {tidbbench.io/bench-node=yes} matches no node; label the "
+        "dedicated benchmark node: kubectl label node <node> tidbbench.io/bench-node=yes"
+    )
+    assert bed.kube.create_job_calls == []
+
+
+def test_without_a_node_selector_any_node_will_do() -> None:
+    bed = Bed(run_spec(placement={}))
+    bed.reconcile()
+    assert bed.status["phase"] == "Preflight"
+
+
+# --- one run per cluster ------------------------------------------------------------------------
+
+
+def test_an_older_pending_run_on_the_same_cluster_makes_a_newer_one_wait() -> None:
+    bed = Bed()
+    bed.kube.add_run(run_body("older", created="2024-06-01T00:00:00Z"))
+    out = bed.reconcile()
+    st = bed.status
+    assert st["phase"] == "Pending"
+    assert st["waitingFor"] == "bench/older"
+    waiting = bed.condition("Waiting")
+    assert (waiting["status"], waiting["reason"]) == ("True", "ClusterBusy")
+    assert "bench/older" in waiting["message"]
+    assert out.requeue_seconds is not None
+    assert bed.preflight.calls == []
+    assert bed.kube.create_job_calls == []
+    bed.reconcile()
+    assert bed.kube.event_reasons().count("Waiting") == 1, "one Waiting event, not one per look"
+
+
+def test_an_active_run_on_the_same_cluster_blocks_even_when_it_is_newer() -> None:
+    bed = Bed()
+    bed.kube.add_run(
+        run_body(
+            "newer", namespace="other", created="2024-06-01T05:00:00Z", status={"phase": "Running"}
+        )
+    )
+    bed.reconcile()
+    assert bed.status["waitingFor"] == "other/newer"
+
+
+def test_a_newer_pending_run_does_not_block_an_older_one() -> None:
+    bed = Bed()
+    bed.kube.add_run(run_body("newer", created="2024-06-01T05:00:00Z"))
+    bed.reconcile()
+    assert bed.status["phase"] == "Preflight"
+    assert "waitingFor" not in bed.status
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        pytest.param(
+            run_body("elsewhere", spec=run_spec(cluster={"name": "other-tc", "namespace": CLUSTER_NS}),
+                     created="2024-06-01T00:00:00Z", status={"phase": "Running"}),
+            id="another TidbCluster",
+        ),
+        pytest.param(
+            run_body("same-name-other-ns", spec=run_spec(cluster={"name": "basic", "namespace": "staging"}),
+                     created="2024-06-01T00:00:00Z", status={"phase": "Running"}),
+            id="a TidbCluster of the same name in another namespace",
+        ),
+        pytest.param(
+            run_body("done", created="2024-06-01T00:00:00Z", status={"phase": "Succeeded"}),
+            id="a finished run on the same cluster",
+        ),
+        pytest.param(
+            run_body("broken", spec={"cluster": {"name": "basic"}, "threads": "many"},
+                     created="2024-06-01T00:00:00Z"),
+            id="an invalid run that will never measure",
+        ),
+    ],
+)  # fmt: skip
+def test_runs_that_cannot_interfere_do_not_block(other: JSON) -> None:
+    bed = Bed()
+    bed.kube.add_run(other)
+    bed.reconcile()
+    assert bed.status["phase"] == "Preflight"
+
+
+def test_explicit_targets_block_each_other_by_host_and_port() -> None:
+    target = {"target": {"host": "10.0.0.5", "port": 4000}, "cluster": None}
+    bed = Bed(run_spec(**target))
+    bed.kube.add_run(run_body("same-host", run_spec(**target), status={"phase": "Preparing"}))
+    bed.kube.add_run(
+        run_body("other-port", run_spec(target={"host": "10.0.0.5", "port": 4001}, cluster=None),
+                 status={"phase": "Running"})
+    )  # fmt: skip
+    bed.reconcile()
+    assert bed.status["waitingFor"] == "bench/same-host"
+
+
+def test_waiting_for_is_removed_with_a_merge_patch_null_once_the_blocker_finishes() -> None:
+    bed = Bed()
+    blocker = run_body("older", created="2024-06-01T00:00:00Z", status={"phase": "Running"})
+    bed.kube.add_run(blocker)
+    bed.reconcile()
+    assert bed.status["waitingFor"] == "bench/older"
+
+    blocker["status"] = {"phase": "Succeeded"}
+    bed.kube.add_run(blocker)
+    bed.clock.advance(5)
+    out = bed.reconcile()
+    assert "waitingFor" in out.status and out.status["waitingFor"] is None
+    assert "waitingFor" not in bed.status
+    assert bed.status["phase"] == "Preflight"
+    waiting = bed.condition("Waiting")
+    assert (waiting["status"], waiting["reason"]) == ("False", "ClusterFree")
+    assert waiting["lastTransitionTime"] == "2024-06-01T02:00:05Z"
+
+
+def test_the_status_patch_holds_only_what_changed() -> None:
+    bed = Bed()
+    bed.kube.add_run(run_body("older", created="2024-06-01T00:00:00Z"))
+    bed.reconcile()
+    out = bed.reconcile()
+    assert "phase" not in out.status
+    assert "waitingFor" not in out.status
+
+
+# --- restarts ------------------------------------------------------------------------------------
+
+
+def test_reconciling_twice_from_the_same_status_creates_no_duplicate_jobs() -> None:
+    bed = Bed(run_spec(clients=2))
+    bed.to_running()
+    before = copy.deepcopy(bed.body)
+
+    bed.reconcile()
+    jobs = bed.kube.job_names(NS)
+    assert jobs == ["sweep-prepare", "sweep-s0-c0", "sweep-s0-c1"]
+    # The controller died before its status patch landed: the next one starts from `before`.
+    bed.body = before
+    bed.clock.advance(3)
+    bed.reconcile()
+    assert bed.kube.job_names(NS) == jobs
+    assert bed.kube.created_jobs == jobs
+    assert bed.kube.create_job_calls.count("sweep-s0-c0") == 2
+
+
+def test_a_restart_reuses_the_start_at_of_a_job_created_before_it() -> None:
+    bed = Bed(run_spec(clients=2))
+    bed.to_running()
+    before = copy.deepcopy(bed.body)
+    bed.reconcile()
+
+    def start_at(job: str) -> str:
+        args = bed.kube.job(NS, job)["spec"]["template"]["spec"]["containers"][0]["args"]
+        return next(a for a in args if a.startswith("--start-at="))
+
+    first = start_at("sweep-s0-c0")
+    assert first == "--start-at=2024-06-01T02:00:08+00:00", (
+        "8 s ahead so both clients start together"
+    )
+    # Died after creating the first client's Job only; restarted 20 s later.
+    bed.kube.job_store.pop((NS, "sweep-s0-c1"))
+    bed.body = before
+    bed.clock.advance(20)
+    bed.reconcile()
+    assert start_at("sweep-s0-c1") == first
+
+
+def test_a_vanished_client_job_restarts_the_step() -> None:
+    bed = Bed(run_spec(clients=2))
+    bed.to_running()
+    bed.reconcile()
+    bed.kube.job_store.pop((NS, "sweep-s0-c1"))
+    bed.reconcile()
+    assert bed.step(0)["phase"] == "Pending"
+    assert "a client Job vanished" in bed.step(0)["notes"][0]
+    assert "sweep-s0-c0" in bed.kube.deleted_jobs
+    bed.reconcile()
+    assert {"sweep-s0-c0", "sweep-s0-c1"} <= set(bed.kube.job_names(NS))
+
+
+# --- scheduling -------------------------------------------------------------------------------
+
+
+SCHEDULER_SAYS = (
+    "0/3 nodes are available: 1 node(s) didn't match pod anti-affinity rules, "
+    "2 node(s) didn't match Pod's node affinity/selector."
+)
+
+
+def test_an_unschedulable_pod_shows_in_a_condition_then_fails_the_run_after_the_timeout() -> None:
+    bed = Bed(run_spec(threads=[8]))
+    bed.to_running()
+    bed.reconcile()
+    bed.kube.leave_unschedulable(NS, "sweep-s0-c0", SCHEDULER_SAYS)
+
+    bed.clock.advance(30)
+    bed.reconcile()
+    progressing = bed.condition("Progressing")
+    assert (progressing["status"], progressing["reason"]) == ("False", "Unschedulable")
+    assert SCHEDULER_SAYS in progressing["message"]
+    assert bed.status["phase"] == "Running"
+    bed.clock.advance(30)
+    bed.reconcile()
+    assert bed.kube.event_reasons().count("Unschedulable") == 1, "one Warning, not one per look"
+
+    bed.clock.advance(60)
+    bed.reconcile()
+    st = bed.status
+    assert st["phase"] == "Failed"
+    assert bed.condition("Failed")["reason"] == "Unschedulable"
+    assert st["message"] == (
+        "step 1 (oltp_point_select, 8 threads): the benchmark pod could not be scheduled for "
+        f"120s: pod sweep-s0-c0-pod: {SCHEDULER_SAYS}"
+    )
+    assert st["steps"][0]["phase"] == "Failed"
+    assert bed.kube.job_names(NS) == [], "a failed run leaves no Jobs behind"
+    assert bed.kube.pod_store == {}
+
+
+def test_a_pod_scheduled_late_clears_the_unschedulable_condition() -> None:
+    bed = Bed(run_spec(threads=[8]))
+    bed.to_running()
+    bed.reconcile()
+    bed.kube.leave_unschedulable(NS, "sweep-s0-c0")
+    bed.clock.advance(10)
+    bed.reconcile()
+    bed.kube.schedule(NS, "sweep-s0-c0", "bench-2")
+    bed.clock.advance(10)
+    bed.reconcile()
+    progressing = bed.condition("Progressing")
+    assert (progressing["status"], progressing["reason"]) == ("True", "StepRunning")
+
+
+def test_an_unschedulable_prepare_pod_fails_the_run_after_the_timeout() -> None:
+    bed = Bed()
+    bed.reconcile_until("Preparing")
+    bed.reconcile()
+    bed.kube.leave_unschedulable(NS, "sweep-prepare", SCHEDULER_SAYS)
+    bed.reconcile()
+    assert bed.condition("Progressing")["reason"] == "Unschedulable"
+    bed.clock.advance(121)
+    bed.reconcile()
+    assert bed.status["phase"] == "Failed"
+    assert bed.status["message"] == (
+        f"the dataset pod could not be scheduled: pod sweep-prepare-pod: {SCHEDULER_SAYS}"
+    )
+    assert bed.kube.job_names(NS) == []
+
+
+# --- failures and client results --------------------------------------------------------------
+
+
+def test_a_failed_client_job_fails_the_run_with_the_runners_message_and_deletes_jobs() -> None:
+    bed = Bed(run_spec(clients=2))
+    bed.to_running()
+    bed.reconcile()
+    failure = {
+        "v": 1,
+        "ok": False,
+        "kind": "connect",
+        "message": "sysbench 1.0.20 could not connect to MySQL server on host 'basic-tidb', port 4000",
+    }
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 5000.0, 2.0))
+    bed.kube.finish_job(NS, "sweep-s0-c1", failure)
+    bed.reconcile()
+    st = bed.status
+    assert st["phase"] == "Failed"
+    assert bed.condition("Failed")["reason"] == "StepFailed"
+    assert st["message"] == (
+        "step 1 (oltp_point_select, 8 threads), Job sweep-s0-c1: sysbench 1.0.20 could not "
+        "connect to MySQL server on host 'basic-tidb', port 4000"
+    )
+    assert st["steps"][0]["phase"] == "Failed"
+    assert bed.kube.job_names(NS) == []
+
+
+def test_a_runner_that_crashed_without_a_document_fails_with_its_exit_code() -> None:
+    bed = Bed(run_spec(threads=[8]))
+    bed.to_running()
+    bed.reconcile()
+    bed.kube.finish_job(NS, "sweep-s0-c0", None, exit_code=137)
+    bed.reconcile()
+    assert bed.status["phase"] == "Failed"
+    assert bed.status["message"].endswith(
+        "Job sweep-s0-c0: BackoffLimitExceeded: Job has reached the specified backoff limit"
+    )
+
+
+def test_a_termination_message_that_is_not_json_is_quoted_as_the_reason() -> None:
+    bed = Bed(run_spec(threads=[8]))
+    bed.to_running()
+    bed.reconcile()
+    bed.kube.finish_job(NS, "sweep-s0-c0", "Traceback (most recent call last): boom", exit_code=1)
+    bed.reconcile()
+    assert bed.status["message"].endswith("exit 1: Traceback (most recent call last): boom")
+
+
+def test_a_failed_prepare_job_fails_the_run_with_the_runners_message() -> None:
+    bed = Bed()
+    bed.reconcile_until("Preparing")
+    bed.reconcile()
+    bed.kube.finish_job(
+        NS, "sweep-prepare",
+        {"v": 1, "ok": False, "kind": "TidbBenchError", "message": "database 'sbtest' does not exist"},
+    )  # fmt: skip
+    bed.reconcile()
+    assert bed.status["phase"] == "Failed"
+    assert bed.condition("Failed")["reason"] == "DatasetFailed"
+    assert bed.status["message"] == "dataset failed: database 'sbtest' does not exist"
+    assert bed.kube.job_names(NS) == []
+
+
+def test_two_clients_are_combined_into_one_step_with_qps_summed() -> None:
+    bed = Bed(run_spec(workloads=["oltp_read_write"], threads=[2], clients=2))
+    bed.to_running()
+    bed.reconcile()
+    a = recorded_doc("sysbench-1.0.20_oltp_read_write_client-a-of-2_histogram_recorded.txt")
+    b = recorded_doc("sysbench-1.0.20_oltp_read_write_client-b-of-2_histogram_recorded.txt")
+    bed.kube.finish_job(NS, "sweep-s0-c0", a, node="bench-1", log=series_log([12_100.0]))
+    bed.kube.finish_job(NS, "sweep-s0-c1", b, node="bench-2", log=series_log([12_700.0]))
+    bed.reconcile()
+    step = bed.step(0)
+    assert step["phase"] == "Succeeded"
+    assert step["clients"] == 2
+    assert step["qps"] == pytest.approx(a["result"]["qps"] + b["result"]["qps"])
+    assert step["tps"] == pytest.approx(a["result"]["tps"] + b["result"]["tps"])
+    assert step["events"] == a["result"]["events"] + b["result"]["events"]
+    assert step["latencyMs"]["max"] == max(
+        a["result"]["latencyMs"]["max"], b["result"]["latencyMs"]["max"]
+    )
+    assert any("histogram" in n for n in step["notes"]), step["notes"]
+    assert step["valid"] is True
+    series = json.loads(bed.kube.configmaps[(NS, "sweep-results")]["data"]["series.json"])
+    assert sorted(series["0"]["clients"]) == ["0", "1"]
+    assert bed.status["phase"] == "Succeeded"
+    assert bed.status["environment"]["nodes"] == ["bench-1", "bench-2"]
+
+
+def test_a_late_client_makes_the_step_invalid_with_an_invalid_note() -> None:
+    bed = Bed(run_spec(threads=[8, 16], clients=2))
+    bed.to_running()
+    bed.reconcile()
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 9000.0, 2.0))
+    bed.kube.finish_job(NS, "sweep-s0-c1", result_doc(8, 9000.0, 2.0, late=True, late_seconds=4.5))
+    bed.reconcile()
+    step = bed.step(0)
+    assert step["valid"] is False
+    assert "INVALID: 1 client(s) started late (max 4.5s after the agreed start)" in step["notes"]
+    assert bed.kube.events[-1]["message"].endswith("(INVALID: late start)")
+
+    bed.reconcile()
+    bed.kube.finish_job(NS, "sweep-s1-c0", result_doc(16, 7000.0, 4.0))
+    bed.kube.finish_job(NS, "sweep-s1-c1", result_doc(16, 7000.0, 4.0))
+    bed.reconcile()
+    assert bed.status["phase"] == "Succeeded"
+    assert bed.status["summary"]["peakQps"] == 14_000.0, "the invalid 18k step is not the peak"
+    assert bed.status["summary"]["peakThreads"] == 16
+
+
+def test_a_run_whose_every_step_is_invalid_succeeds_without_a_summary() -> None:
+    bed = Bed(run_spec(threads=[8]))
+    bed.to_running()
+    bed.reconcile()
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 9000.0, 2.0, late=True, late_seconds=9))
+    bed.reconcile()
+    assert bed.status["phase"] == "Succeeded"
+    assert "summary" not in bed.status
+    assert bed.status["message"] == "no valid step"
+
+
+# --- preflight --------------------------------------------------------------------------------
+
+
+def test_a_failing_enforced_preflight_waits_rechecks_and_fails_after_its_timeout() -> None:
+    failing = checks(leader_size_balance="Fail")
+    bed = Bed(preflight=ScriptedPreflight(failing))
+    bed.reconcile()
+    assert bed.status["phase"] == "Preflight"
+
+    out = bed.reconcile()
+    assert bed.status["phase"] == "Preflight"
+    assert len(bed.preflight.calls) == 1
+    cond = bed.condition("PreflightPassed")
+    assert (cond["status"], cond["reason"]) == ("False", "Waiting")
+    assert "leader-size-balance" in cond["message"]
+    assert out.requeue_seconds == PREFLIGHT_RETRY.total_seconds()
+    assert bed.kube.event_reasons().count("PreflightWaiting") == 1
+
+    bed.clock.advance(2)
+    bed.reconcile()
+    assert len(bed.preflight.calls) == 1, "re-checked no sooner than PREFLIGHT_RETRY"
+
+    bed.clock.advance(3)
+    bed.reconcile()
+    assert len(bed.preflight.calls) == 2
+    assert bed.status["preflight"]["attempts"] == 2
+    assert bed.status["phase"] == "Preflight"
+    assert bed.kube.event_reasons().count("PreflightWaiting") == 1, "one Warning, not one per try"
+
+    bed.clock.advance(56)
+    bed.reconcile()
+    st = bed.status
+    assert st["phase"] == "Failed"
+    assert bed.condition("Failed")["reason"] == "PreflightFailed"
+    assert st["message"] == (
+        "preflight still failing after 61s (timeoutSeconds 60): leader-size-balance: "
+        "leader-size-balance is not fair: leader_size 689 vs 120"
+    )
+    assert bed.kube.create_job_calls == []
+
+
+def test_a_preflight_that_recovers_while_waiting_lets_the_run_proceed() -> None:
+    bed = Bed(preflight=ScriptedPreflight(checks(pending_operators="Fail"), checks()))
+    bed.reconcile()
+    bed.reconcile()
+    bed.clock.advance(5)
+    bed.reconcile()
+    assert bed.status["phase"] == "Preparing"
+    assert bed.condition("PreflightPassed")["status"] == "True"
+
+
+def test_a_warn_preflight_proceeds_and_posts_a_warning_event_per_failing_check() -> None:
+    found = checks(leader_size_balance="Fail", topology_spread="Warn")
+    spec = run_spec(preflight={"policy": "Warn"})
+    bed = Bed(spec, preflight=ScriptedPreflight(found))
+    bed.reconcile_until("Preparing")
+    warnings = [(e["reason"], e["message"]) for e in bed.kube.events if e["type"] == "Warning"]
+    assert warnings == [
+        ("PreflightWarn", "topology-spread: topology-spread is not fair: leader_size 689 vs 120"),
+        (
+            "PreflightFail",
+            "leader-size-balance: leader-size-balance is not fair: leader_size 689 vs 120",
+        ),
+    ]
+    cond = bed.condition("PreflightPassed")
+    assert (cond["status"], cond["reason"]) == ("False", "ProceededFail")
+    assert [c["status"] for c in bed.status["preflight"]["checks"]].count("Fail") == 1
+
+
+def test_preflight_off_skips_the_gate() -> None:
+    bed = Bed(run_spec(preflight={"policy": "Off"}))
+    bed.reconcile_until("Preparing")
+    assert bed.preflight.calls == []
+    assert bed.condition("PreflightPassed")["reason"] == "Skipped"
+
+
+# --- after the end ----------------------------------------------------------------------------
+
+
+def test_a_finished_run_is_left_alone_until_its_ttl_deletes_its_jobs() -> None:
+    bed = Bed(run_spec(threads=[8], ttlSecondsAfterFinished=600))
+    bed.to_running()
+    bed.reconcile()
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 9000.0, 2.0))
+    bed.reconcile()
+    assert bed.status["phase"] == "Succeeded"
+    assert bed.reconcile().status == {}
+    assert bed.kube.job_names(NS) == ["sweep-prepare", "sweep-s0-c0"]
+    bed.clock.advance(600)
+    assert bed.reconcile().status == {}
+    assert bed.kube.job_names(NS) == []
+
+
+def test_every_workload_gets_the_full_sweep_and_the_summary_leads_with_the_first() -> None:
+    bed = Bed(run_spec(workloads=["oltp_read_only", "oltp_point_select"], threads=[8, 16]))
+    bed.to_running()
+    assert [(s["workload"], s["threads"]) for s in bed.status["steps"]] == [
+        ("oltp_read_only", 8),
+        ("oltp_read_only", 16),
+        ("oltp_point_select", 8),
+        ("oltp_point_select", 16),
+    ]
+    qps = [3000.0, 5000.0, 40_000.0, 60_000.0]
+    for index, step in enumerate(bed.status["steps"]):
+        bed.reconcile()
+        doc = result_doc(step["threads"], qps[index], 4.0, workload=step["workload"])
+        bed.kube.finish_job(NS, f"sweep-s{index}-c0", doc)
+        bed.reconcile()
+    summary = bed.status["summary"]
+    assert bed.status["phase"] == "Succeeded"
+    assert (summary["workload"], summary["peakQps"]) == ("oltp_read_only", 5000.0)
+    assert [(w["workload"], w["peakQps"]) for w in summary["perWorkload"]] == [
+        ("oltp_read_only", 5000.0),
+        ("oltp_point_select", 60_000.0),
+    ]
+
+
+def test_a_running_run_without_steps_fails_instead_of_looping() -> None:
+    bed = Bed()
+    bed.body["status"] = {"phase": "Running", "startedAt": "2024-06-01T02:00:00Z"}
+    bed.reconcile()
+    assert bed.status["phase"] == "Failed"
+    assert bed.condition("Failed")["reason"] == "Internal"

@@ -1,0 +1,312 @@
+"""The benchmark pod's runner: the termination message, credentials, the sysbench exec, args.
+
+sysbench itself is replaced by a stub script (a fake of an external binary) that reports
+how it was called; real sysbench against a real database is tests/e2e's business.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tidb_bench_operator.adapters.mysql import DatabaseError
+from tidb_bench_operator.cli import build_parser
+from tidb_bench_operator.domain.manifests import (
+    build_dataset_runner_args,
+    build_step_runner_args,
+    compute_endpoint,
+)
+from tidb_bench_operator.domain.models import parse_run_spec
+from tidb_bench_operator.errors import SysbenchError, TidbBenchError
+from tidb_bench_operator.runner import (
+    MAX_TERMINATION_MESSAGE,
+    Credentials,
+    StepPlan,
+    credentials_from_env,
+    exec_sysbench,
+    failure_document,
+    plan_from_args,
+    termination_message,
+    wait_for_start,
+)
+
+PASSWORD = "s3cr3t-pa55-w0rd"
+
+
+def step_document(histogram_rows: int = 0, notes: int = 1, note_length: int = 40) -> dict[str, Any]:
+    """run_step's result document, with a histogram and notes of chosen sizes."""
+    return {
+        "v": 1,
+        "ok": True,
+        "result": {
+            "workload": "oltp_point_select", "threads": 64, "clients": 1,
+            "tps": 50300.94, "qps": 50300.94, "readQps": 50300.94, "writeQps": 0.0,
+            "otherQps": 0.0,
+            "latencyMs": {"min": 0.27, "avg": 1.27, "max": 24.1, "percentile": 95, "value": 1.96},
+            "errorsPerSec": 0.0, "reconnectsPerSec": 0.0, "events": 3018053,
+            "durationSeconds": 60.0, "sysbenchVersion": "1.0.20",
+        },
+        "startedAt": "2024-06-01T02:00:08+00:00",
+        "lateSeconds": 0.012,
+        "late": False,
+        "cpu": {"used": 1.2, "available": 4.0, "saturated": False},
+        "notes": [f"note {i}: " + "n" * note_length for i in range(notes)],
+        "histogram": [[round(0.1 + i * 0.013, 3), 1000 + i] for i in range(histogram_rows)],
+        "series": [{"t": 10.0 * i, "qps": 50000.0} for i in range(1, 400)],
+    }  # fmt: skip
+
+
+# --- termination message ----------------------------------------------------------------------
+
+
+def test_a_small_document_keeps_everything_but_the_series() -> None:
+    doc = step_document(histogram_rows=20)
+    text = termination_message(doc)
+    back = json.loads(text)
+    assert back == {k: v for k, v in doc.items() if k != "series"}
+
+
+def test_a_large_histogram_is_dropped_first_and_a_note_says_so() -> None:
+    doc = step_document(histogram_rows=800, notes=2)
+    text = termination_message(doc)
+    assert len(text.encode()) <= MAX_TERMINATION_MESSAGE
+    back = json.loads(text)
+    assert "histogram" not in back
+    assert back["notes"][-1] == "histogram dropped: too large for 4 KiB"
+    assert back["result"] == doc["result"]
+
+
+def test_notes_are_dropped_last_when_the_histogram_alone_is_not_enough() -> None:
+    doc = step_document(histogram_rows=800, notes=60, note_length=200)
+    text = termination_message(doc)
+    assert len(text.encode()) <= MAX_TERMINATION_MESSAGE
+    back = json.loads(text)
+    assert "histogram" not in back
+    assert 0 < len(back["notes"]) < 60
+    assert back["notes"] == doc["notes"][: len(back["notes"])], "the first notes are kept"
+    assert back["result"] == doc["result"]
+
+
+def test_making_the_message_leaves_the_document_unchanged() -> None:
+    doc = step_document(histogram_rows=800, notes=60, note_length=200)
+    before = json.loads(json.dumps(doc))
+    first = termination_message(doc)
+    assert doc == before
+    assert termination_message(doc) == first, "the file and the log line say the same"
+
+
+def test_a_failure_with_a_long_non_ascii_message_still_fits_in_4_kib() -> None:
+    doc = failure_document(TidbBenchError("表 sbtest1 不存在\n" * 400))
+    text = termination_message(doc)
+    assert len(text.encode()) <= MAX_TERMINATION_MESSAGE
+    back = json.loads(text)
+    assert back["ok"] is False
+    assert back["message"].startswith("表 sbtest1 不存在")
+
+
+# --- failure documents ------------------------------------------------------------------------
+
+
+def test_a_sysbench_failure_document_names_its_kind() -> None:
+    exc = SysbenchError("connect", "could not connect to MySQL server on host 'basic-tidb'")
+    assert failure_document(exc) == {
+        "v": 1,
+        "ok": False,
+        "kind": "connect",
+        "message": "could not connect to MySQL server on host 'basic-tidb'",
+    }
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind"),
+    [
+        (
+            TidbBenchError("dataset.prepare is Never but sbtest has sbtest1: missing"),
+            "TidbBenchError",
+        ),
+        (DatabaseError(1045, "Access denied for user 'bench'"), "DatabaseError"),
+    ],
+)
+def test_other_failures_are_named_by_their_exception_type(exc: Exception, kind: str) -> None:
+    doc = failure_document(exc)
+    assert (doc["ok"], doc["kind"], doc["message"]) == (False, kind, str(exc))
+
+
+def test_a_failure_message_is_capped_at_3000_characters() -> None:
+    assert len(failure_document(TidbBenchError("x" * 10_000))["message"]) == 3000
+
+
+# --- credentials ------------------------------------------------------------------------------
+
+
+def test_the_credentials_repr_hides_the_password() -> None:
+    creds = Credentials("bench", PASSWORD)
+    for shown in (repr(creds), str(creds), f"{creds}", f"{creds!r}"):
+        assert PASSWORD not in shown
+        assert "bench" in shown
+
+
+def test_credentials_come_from_the_environment_with_defaults() -> None:
+    env = {"TIDB_BENCH_USER": "bench", "TIDB_BENCH_PASSWORD": PASSWORD}
+    assert credentials_from_env(env) == Credentials("bench", PASSWORD)
+    assert credentials_from_env({}) == Credentials("root", "")
+
+
+# --- exec_sysbench with a stub sysbench -------------------------------------------------------
+
+STUB = """#!{python}
+import json, os, stat, sys
+cfg = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--config-file="))
+print("ARGV " + json.dumps(sys.argv))
+print("MODE " + oct(stat.S_IMODE(os.stat(cfg).st_mode)))
+print("CONFIG " + json.dumps(open(cfg).read()))
+print("CONFIG-PATH " + cfg)
+with open("/proc/self/cmdline", "rb") as f:
+    print("CMDLINE " + json.dumps(f.read().decode()))
+sys.exit({exit_code})
+"""
+
+
+def stub_sysbench(tmp_path: Path, exit_code: int = 0) -> str:
+    path = tmp_path / "sysbench"
+    path.write_text(STUB.format(python=sys.executable, exit_code=exit_code))
+    path.chmod(0o755)
+    return str(path)
+
+
+def lines_of(output: str) -> dict[str, str]:
+    return {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in output.splitlines()}
+
+
+def test_sysbench_gets_the_password_in_a_0600_config_file_and_never_in_its_argv(
+    tmp_path: Path,
+) -> None:
+    argv = [stub_sysbench(tmp_path), "oltp_point_select", "--mysql-user=bench", "run"]
+    ex = exec_sysbench(argv, Credentials("bench", PASSWORD), out=None)
+    seen = lines_of(ex.output)
+    called = json.loads(seen["ARGV"])
+    assert called[0] == argv[0]
+    assert called[1].startswith("--config-file="), "before the test name, so driver options apply"
+    assert called[2:] == argv[1:]
+    assert PASSWORD not in seen["ARGV"] and PASSWORD not in seen["CMDLINE"]
+    assert seen["MODE"] == "0o600"
+    assert json.loads(seen["CONFIG"]) == f"mysql-password={PASSWORD}\n"
+    assert not Path(seen["CONFIG-PATH"]).exists(), "the config file is gone once sysbench exits"
+    assert ex.exit_code == 0
+    assert ex.wall_seconds > 0
+
+
+def test_sysbench_output_is_streamed_with_a_prefix_and_its_exit_code_kept(tmp_path: Path) -> None:
+    out = io.StringIO()
+    ex = exec_sysbench(
+        [stub_sysbench(tmp_path, exit_code=3), "run"],
+        Credentials("u", "p"),
+        out,
+        prefix="[warm-up] ",
+    )
+    assert ex.exit_code == 3
+    streamed = out.getvalue().splitlines()
+    assert streamed and all(line.startswith("[warm-up] ") for line in streamed)
+    assert "".join(line.removeprefix("[warm-up] ") + "\n" for line in streamed) == ex.output
+
+
+def test_a_missing_sysbench_says_how_to_install_it(tmp_path: Path) -> None:
+    with pytest.raises(SysbenchError) as info:
+        exec_sysbench([str(tmp_path / "no-sysbench-here"), "run"], Credentials("u", "p"), None)
+    assert info.value.kind == "not-installed"
+    assert "apt-get install sysbench" in str(info.value)
+
+
+# --- waiting for the common start -------------------------------------------------------------
+
+
+def test_no_start_time_means_start_now_and_not_late() -> None:
+    assert wait_for_start(None, lambda: datetime.now(UTC)) == 0.0
+
+
+def test_a_start_time_in_the_past_returns_how_late_we_are() -> None:
+    now = datetime(2024, 6, 1, 2, 0, 10, 500000, tzinfo=UTC)
+    start = datetime(2024, 6, 1, 2, 0, 8, tzinfo=UTC)
+    assert wait_for_start(start, lambda: now) == pytest.approx(2.5)
+
+
+def test_a_start_time_ahead_is_waited_for_and_then_not_late() -> None:
+    start = datetime.now(UTC) + timedelta(seconds=0.2)
+    began = time.monotonic()
+    assert wait_for_start(start, lambda: datetime.now(UTC)) == 0.0
+    assert time.monotonic() - began >= 0.15
+
+
+# --- Job args -> plan -------------------------------------------------------------------------
+
+
+def test_a_step_jobs_args_parse_back_into_the_same_plan() -> None:
+    spec = parse_run_spec(
+        {
+            "cluster": {"name": "basic", "namespace": "tidb-cluster"},
+            "credentials": {"secretRef": {"name": "creds"}},
+            "dataset": {"tables": 8, "tableSize": 250000, "autoInc": False},
+            "durationSeconds": 120,
+            "warmupSeconds": 15,
+            "reportIntervalSeconds": 5,
+            "percentile": 99,
+            "randType": "uniform",
+            "ignoreErrors": "1062,2013,8028",
+            "extraArgs": ["--range-size=5", "--db-ps-mode=disable"],
+            "database": "bench_db",
+        }
+    )
+    endpoint = compute_endpoint(spec, "bench")
+    start = datetime(2024, 6, 1, 2, 0, 8, tzinfo=UTC)
+    args = build_step_runner_args(
+        spec, endpoint, workload="oltp_read_only", threads=128, start_at=start
+    )
+    parsed = build_parser().parse_args(["runner", *args])
+    assert (parsed.verb, parsed.action) == ("runner", "step")
+    assert plan_from_args(parsed) == StepPlan(
+        workload="oltp_read_only",
+        threads=128,
+        duration=120,
+        host="basic-tidb.tidb-cluster",
+        port=4000,
+        db="bench_db",
+        tables=8,
+        table_size=250000,
+        warmup=15,
+        report_interval=5,
+        percentile=99,
+        rand_type="uniform",
+        ignore_errors="1062,2013,8028",
+        auto_inc=False,
+        extra_args=["--range-size=5", "--db-ps-mode=disable"],
+        start_at=start,
+        max_start_skew=3.0,
+    )
+    assert parsed.termination_log == "/dev/termination-log"
+
+
+def test_a_prepare_jobs_args_parse_back_with_the_policy() -> None:
+    spec = parse_run_spec(
+        {
+            "target": {"host": "10.0.0.7", "port": 4001},
+            "credentials": {"secretRef": {"name": "creds"}},
+            "dataset": {"tables": 2, "tableSize": 1000, "prepare": "Always"},
+        }
+    )
+    args = build_dataset_runner_args(
+        spec, compute_endpoint(spec, "bench"), action="prepare", workload="oltp_point_select"
+    )
+    parsed = build_parser().parse_args(["runner", *args])
+    assert parsed.policy == "Always"
+    plan = plan_from_args(parsed)
+    assert (plan.host, plan.port, plan.tables, plan.table_size, plan.auto_inc) == (
+        "10.0.0.7", 4001, 2, 1000, True,
+    )  # fmt: skip
+    assert plan.start_at is None
