@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from testbed.bed import bring_up, tear_down
 from testbed.cluster import Testbed
-from testbed.kube import api_client, wait_for
+from testbed.kube import api_client, wait_crd_established, wait_for
 from testbed.services import mariadb_info
 
 
@@ -44,11 +50,16 @@ def mariadb(testbed: Testbed) -> dict[str, Any]:
     return mariadb_info(testbed)
 
 
+# Every namespace of this pytest session starts with SESSION, and the session's controller
+# watches only those: two suites on one test bed never reconcile each other's runs.
+SESSION = "e" + secrets.token_hex(2)
+
+
 @pytest.fixture
 def namespace(request: pytest.FixtureRequest, core: client.CoreV1Api) -> Iterator[str]:
     """A namespace for one test, deleted afterwards (pods with it, via the namespace controller)."""
-    base = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower().removeprefix("test_"))[:40]
-    name = f"{base.strip('-')}-{secrets.token_hex(2)}"
+    base = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower().removeprefix("test_"))[:36]
+    name = f"{SESSION}-{base.strip('-')}-{secrets.token_hex(2)}"
     core.create_namespace({"metadata": {"name": name}})
     # The service-account controller creates `default`; pods are refused until it exists.
     wait_for(lambda: _has_default_sa(core, name), 30, f"ServiceAccount default in {name}")
@@ -66,3 +77,109 @@ def _has_default_sa(core: client.CoreV1Api, ns: str) -> bool:
         return True
     except ApiException:
         return False
+
+
+# ---------------------------------------------------------------------- the controller
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Controller:
+    """`tidb-bench operator` as a real subprocess (so a test can kill and restart it)."""
+
+    def __init__(
+        self,
+        testbed: Testbed,
+        kubeconfig: Path,
+        log: Path,
+        env: dict[str, str],
+        namespaces: tuple[str, ...] = (f"{SESSION}-*",),
+    ):
+        self.namespaces = namespaces
+        self.testbed = testbed
+        self.kubeconfig = kubeconfig
+        self.log = log
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {**os.environ, **self.env, "KUBECONFIG": str(self.kubeconfig)}
+        out = self.log.open("ab")
+        try:
+            self.proc = subprocess.Popen(
+                [str(Path(sys.executable).parent / "tidb-bench"), "operator"]
+                + [f"--namespace={ns}" for ns in self.namespaces],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+        finally:
+            out.close()
+        wait_for(
+            lambda: "tidb-bench-operator ready" in self.log.read_text(), 30, "controller start"
+        )
+
+    def kill(self) -> None:
+        """SIGKILL: no graceful shutdown, as when a node dies."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def install_crds(api: client.ApiClient) -> None:
+    """Our CRDs, from crds/, created or replaced; waits until they are served."""
+    ext = client.ApiextensionsV1Api(api)
+    for path in sorted((REPO / "crds").glob("benchmark*.yaml")):
+        body = yaml.safe_load(path.read_text())
+        if body.get("kind") != "CustomResourceDefinition":
+            continue  # crds/kustomization.yaml makes crds/ a kustomize base for deploy/
+        try:
+            ext.create_custom_resource_definition(body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            current = ext.read_custom_resource_definition(body["metadata"]["name"])
+            body["metadata"]["resourceVersion"] = current.metadata.resource_version
+            ext.replace_custom_resource_definition(body["metadata"]["name"], body)
+        wait_crd_established(ext, body["metadata"]["name"])
+
+
+@pytest.fixture(scope="session")
+def crds(api: client.ApiClient) -> None:
+    install_crds(api)
+
+
+@pytest.fixture(scope="session")
+def controller(testbed: Testbed, crds: None) -> Iterator[Controller]:
+    """The controller, running as the test bed admin, for the whole session."""
+    ctl = Controller(
+        testbed,
+        testbed.kubeconfig,
+        testbed.logs / f"controller-{SESSION}.log",
+        {"TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS": "20", "TIDB_BENCH_LIVENESS": ""},
+    )
+    ctl.start()
+    yield ctl
+    ctl.stop()
+
+
+@pytest.fixture
+def db_secret(core: client.CoreV1Api, namespace: str, mariadb: dict[str, Any]) -> str:
+    """A Secret `db` with the MariaDB stand-in's user and password."""
+    core.create_namespaced_secret(
+        namespace,
+        {
+            "metadata": {"name": "db"},
+            "stringData": {"user": str(mariadb["user"]), "password": str(mariadb["password"])},
+        },
+    )
+    return "db"

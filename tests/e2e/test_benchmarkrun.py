@@ -1,0 +1,301 @@
+"""BenchmarkRun end to end on the test bed: real scheduler, real Jobs, real sysbench, MariaDB."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from testbed.cluster import Testbed
+from testbed.kube import BENCH_LABEL, create_standin_cluster, ensure_node, wait_for
+from testbed.runs import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    create_run,
+    example_manifest,
+    get_run,
+    jobs_of,
+    run_events,
+    run_manifest,
+    wait_run,
+)
+
+pytestmark = pytest.mark.e2e
+
+
+def test_an_example_run_goes_pending_running_succeeded_with_real_numbers_in_every_step(
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    mariadb: dict[str, Any],
+    db_secret: str,
+    controller: Any,
+    testbed: Testbed,
+) -> None:
+    body = example_manifest(
+        "point-select-sweep.yaml",
+        mariadb,
+        threads=[1, 2, 4],
+        durationSeconds=3,
+        warmupSeconds=1,
+        reportIntervalSeconds=1,
+        dataset={"tables": 1, "tableSize": 2000},
+        preflight={"policy": "Warn"},
+    )
+    name = body["metadata"]["name"]
+    create_run(api, namespace, body)
+    run = wait_run(api, namespace, name)
+    status = run["status"]
+    assert status["phase"] == "Succeeded", status
+    phases = [e.reason for e in run_events(core, namespace, name)]
+    seq = [p for p in phases if p in ("Pending", "Preflight", "Preparing", "Running", "Succeeded")]
+    assert seq == ["Pending", "Preflight", "Preparing", "Running", "Succeeded"], phases
+    assert [s["threads"] for s in status["steps"]] == [1, 2, 4]
+    for step in status["steps"]:
+        assert step["phase"] == "Succeeded" and step["valid"] is True
+        assert step["qps"] > 500 and step["events"] > 1000
+        assert step["latencyMs"]["percentile"] == 95 and step["latencyMs"]["value"] > 0
+        assert step["sysbenchVersion"] == "1.0.20"
+        assert any("warm-up" in n for n in step["notes"])
+    summary = status["summary"]
+    peak = max(status["steps"], key=lambda s: s["qps"])
+    assert summary["peakQps"] == peak["qps"] and summary["peakThreads"] == peak["threads"]
+    assert status["environment"]["nodes"] == ["node1"]
+    # The preflight ran against a server that is not TiDB: it says so instead of failing.
+    checks = {c["name"]: c for c in status["preflight"]["checks"]}
+    assert "not TiDB" in checks["table-leader-distribution"]["message"]
+
+    # `kubectl get benchmarkruns` is the report.
+    out = subprocess.run(
+        ["kubectl", "--kubeconfig", str(testbed.kubeconfig), "-n", namespace, "get",
+         "benchmarkruns"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    header, row = out.splitlines()[:2]
+    assert header.split()[:6] == ["NAME", "PHASE", "CLUSTER", "WORKLOAD", "QPS", "THREADS"]
+    assert f"{peak['qps']}" in row and "Succeeded" in row and "oltp_point_select" in row
+
+    # The full per-interval series is kept in a ConfigMap owned by the run.
+    cm = core.read_namespaced_config_map(status["resultsConfigMap"], namespace)
+    series = json.loads(cm.data["series.json"])
+    assert len(series["0"]["clients"]["0"]) >= 2
+    assert cm.metadata.owner_references[0].name == name
+
+
+def test_a_two_client_step_runs_on_two_bench_nodes_and_combines_both_clients(
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    mariadb: dict[str, Any],
+    db_secret: str,
+    controller: Any,
+    testbed: Testbed,
+) -> None:
+    ensure_node(core, "node4", kubelet_port=testbed.ports.kubelet, labels={BENCH_LABEL: "true"})
+    try:
+        create_run(api, namespace, run_manifest("two", mariadb, clients=2, threads=[2]))
+        run = wait_run(api, namespace, "two")
+    finally:
+        core.delete_node("node4")
+    step = run["status"]["steps"][0]
+    assert run["status"]["phase"] == "Succeeded", run["status"]
+    assert step["clients"] == 2
+    pods = core.list_namespaced_pod(
+        namespace, label_selector="tidbbench.io/run=two,tidbbench.io/role=step"
+    ).items
+    assert sorted(p.spec.node_name for p in pods) == ["node1", "node4"]
+    per_client = []
+    for p in pods:
+        doc = json.loads(p.status.container_statuses[0].state.terminated.message)
+        per_client.append(doc["result"])
+    assert step["qps"] == pytest.approx(sum(r["qps"] for r in per_client), rel=1e-6)
+    assert step["events"] == sum(r["events"] for r in per_client)
+    assert step["latencyMs"]["max"] == max(r["latencyMs"]["max"] for r in per_client)
+    assert any("merged" in n or "histogram" in n for n in step["notes"]), step["notes"]
+
+
+def test_the_bench_pod_never_lands_next_to_tikv_and_an_unschedulable_run_says_why(
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    mariadb: dict[str, Any],
+    db_secret: str,
+    controller: Any,
+) -> None:
+    # TiKV on node1, the only bench node: the scheduler must refuse the benchmark pod.
+    create_standin_cluster(
+        api,
+        namespace,
+        "basic",
+        {"pd": ["node2"], "tikv": ["node1", "node2", "node3"], "tidb": ["node3"]},
+    )
+    body = run_manifest("crowded", mariadb, threads=[2])
+    body["spec"]["cluster"] = {"name": "basic"}
+    create_run(api, namespace, body)
+
+    def live_reason() -> str:
+        st = get_run(api, namespace, "crowded").get("status") or {}
+        for c in st.get("conditions", []):
+            if c["type"] == "Progressing" and c["reason"] == "Unschedulable":
+                return str(c["message"])
+        return ""
+
+    message = wait_for(live_reason, 60, "the scheduler's reason in status, live")
+    assert "didn't match pod anti-affinity rules" in message
+    pods = core.list_namespaced_pod(namespace, label_selector="tidbbench.io/run=crowded").items
+    assert pods and all(p.spec.node_name is None for p in pods)
+    run = wait_run(api, namespace, "crowded", timeout=90)
+    assert run["status"]["phase"] == "Failed"
+    assert "could not be scheduled" in run["status"]["message"]
+    assert "didn't match pod anti-affinity rules" in run["status"]["message"]
+    wait_for(lambda: not jobs_of(api, namespace, "crowded"), 30, "the run's Jobs to be removed")
+
+
+@pytest.mark.parametrize(
+    ("case", "expect"),
+    [
+        ("wrong-password", "Access denied for user 'sbtest'"),
+        ("no-server", "cannot connect to sbtest@127.0.0.1:1"),
+        ("bad-spec", "spec.threads[1]: 4 is listed twice"),
+        ("no-secret", "Secret 'missing' not found"),
+    ],
+)
+def test_bad_input_ends_failed_with_a_precise_message_and_no_leftover_jobs(
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    mariadb: dict[str, Any],
+    db_secret: str,
+    controller: Any,
+    case: str,
+    expect: str,
+) -> None:
+    body = run_manifest(case, mariadb)
+    if case == "wrong-password":
+        core.create_namespaced_secret(
+            namespace,
+            {"metadata": {"name": "bad"}, "stringData": {"user": "sbtest", "password": "nope"}},
+        )
+        body["spec"]["credentials"] = {"secretRef": {"name": "bad"}}
+    elif case == "no-server":
+        body["spec"]["target"]["port"] = 1
+    elif case == "bad-spec":
+        body["spec"]["threads"] = [4, 4]
+    elif case == "no-secret":
+        body["spec"]["credentials"] = {"secretRef": {"name": "missing"}}
+    create_run(api, namespace, body)
+    run = wait_run(api, namespace, case, timeout=90)
+    assert run["status"]["phase"] == "Failed"
+    assert expect in run["status"]["message"], run["status"]["message"]
+    failed = [c for c in run["status"]["conditions"] if c["type"] == "Failed"]
+    assert failed and expect in failed[0]["message"]
+    wait_for(lambda: not jobs_of(api, namespace, case), 30, "no Jobs left behind")
+    warnings = [e for e in run_events(core, namespace, case) if e.type == "Warning"]
+    assert warnings, "a Warning event explains the failure"
+
+
+def test_the_api_server_rejects_a_malformed_spec_at_apply(
+    api: client.ApiClient, namespace: str, mariadb: dict[str, Any], crds: None
+) -> None:
+    body = run_manifest("malformed", mariadb, threads=[0, 5000])
+    with pytest.raises(ApiException) as err:
+        create_run(api, namespace, body)
+    assert err.value.status == 422
+    assert "spec.threads" in json.loads(err.value.body)["message"]
+
+
+def test_a_controller_killed_mid_step_continues_the_run_without_duplicates_or_lost_steps(
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    mariadb: dict[str, Any],
+    db_secret: str,
+    controller: Any,
+) -> None:
+    create_run(api, namespace, run_manifest("restart", mariadb, threads=[2, 4], durationSeconds=6))
+
+    def step0_running() -> bool:
+        st = get_run(api, namespace, "restart").get("status") or {}
+        return bool(st.get("steps")) and st["steps"][0]["phase"] == "Running"
+
+    wait_for(step0_running, 90, "step 1 running")
+    controller.kill()
+    time.sleep(3)
+    controller.start()
+    run = wait_run(api, namespace, "restart")
+    assert run["status"]["phase"] == "Succeeded", run["status"]
+    assert [s["phase"] for s in run["status"]["steps"]] == ["Succeeded", "Succeeded"]
+    names = sorted(j.metadata.name for j in jobs_of(api, namespace, "restart"))
+    assert names == ["restart-prepare", "restart-s0-c0", "restart-s1-c0"]
+    pods = core.list_namespaced_pod(namespace, label_selector="tidbbench.io/run=restart").items
+    assert len(pods) == 3
+
+
+def test_deleting_a_run_mid_step_stops_and_removes_its_jobs(
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    mariadb: dict[str, Any],
+    db_secret: str,
+    controller: Any,
+) -> None:
+    create_run(api, namespace, run_manifest("doomed", mariadb, threads=[2], durationSeconds=30))
+    wait_for(
+        lambda: any(
+            p.status.phase == "Running"
+            for p in core.list_namespaced_pod(
+                namespace, label_selector="tidbbench.io/role=step"
+            ).items
+        ),
+        90,
+        "the step pod running",
+    )
+    client.CustomObjectsApi(api).delete_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, "doomed"
+    )
+    wait_for(lambda: not jobs_of(api, namespace, "doomed"), 60, "Jobs garbage-collected")
+    wait_for(
+        lambda: (
+            not core.list_namespaced_pod(namespace, label_selector="tidbbench.io/run=doomed").items
+        ),
+        60,
+        "pods gone (sysbench stopped)",
+    )
+
+
+def test_a_second_run_on_the_same_cluster_waits_for_the_first(
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    mariadb: dict[str, Any],
+    db_secret: str,
+    controller: Any,
+) -> None:
+    create_run(api, namespace, run_manifest("first", mariadb, threads=[2], durationSeconds=6))
+    wait_for(
+        lambda: (get_run(api, namespace, "first").get("status") or {}).get("phase") == "Running",
+        180,
+        "first running",
+    )
+    create_run(api, namespace, run_manifest("second", mariadb, threads=[2], durationSeconds=2))
+
+    def waiting() -> dict[str, Any] | None:
+        st = get_run(api, namespace, "second").get("status") or {}
+        return st if st.get("waitingFor") else None
+
+    st = wait_for(waiting, 30, "the second run to wait")
+    assert st["phase"] == "Pending"
+    assert st["waitingFor"] == f"{namespace}/first"
+    cond = next(c for c in st["conditions"] if c["type"] == "Waiting")
+    assert cond["status"] == "True" and "first" in cond["message"]
+    first = wait_run(api, namespace, "first")
+    second = wait_run(api, namespace, "second")
+    assert first["status"]["phase"] == second["status"]["phase"] == "Succeeded"
+    assert second["status"]["startedAt"] >= first["status"]["finishedAt"]
+    assert "waitingFor" not in second["status"]
