@@ -256,11 +256,15 @@ class Bed:
         assert self.status.get("phase") == phase, self.status
 
     def to_running(self) -> None:
-        """Through Pending, Preflight and a prepared dataset, to the first step."""
+        """Through Pending, Preflight and a prepared dataset, to the first step's Jobs.
+
+        The reconcile that sees the dataset ready also starts the first step, so on return
+        its Jobs exist and it is Running.
+        """
         self.reconcile_until("Preparing")
-        self.reconcile()
         self.kube.finish_job(NS, f"{self.name}-prepare", PREPARED)
         self.reconcile_until("Running")
+        assert self.step(0)["phase"] == "Running", self.status
 
     def condition(self, type_: str) -> JSON:
         return next(c for c in self.status.get("conditions", []) if c["type"] == type_)
@@ -298,37 +302,34 @@ def everything_written(bed: Bed) -> str:
 def test_a_run_walks_pending_preflight_preparing_running_and_succeeds() -> None:
     bed = Bed(run_spec(slo={"latencyMs": 20}))
 
-    bed.reconcile()
-    assert bed.status["phase"] == "Preflight"
-    assert bed.status["startedAt"] == "2024-06-01T02:00:00Z"
-    assert bed.condition("Waiting")["status"] == "False"
-
-    bed.clock.advance(1)
+    # Pending → Preflight → Preparing in one reconcile: nothing makes the run wait.
     bed.reconcile()
     assert bed.status["phase"] == "Preparing"
+    assert bed.status["startedAt"] == "2024-06-01T02:00:00Z"
+    assert bed.condition("Waiting")["status"] == "False"
     assert [c["status"] for c in bed.status["preflight"]["checks"]] == ["Pass"] * 7
     assert bed.condition("PreflightPassed")["reason"] == "Passed"
     assert bed.status["environment"]["tidbVersion"] == "v8.1.0"
     assert bed.preflight.calls[0][1].host == "basic-tidb.tidb-cluster"
-
-    bed.reconcile()
     assert bed.kube.job_names(NS) == ["sweep-prepare"]
+
+    bed.clock.advance(1)
     bed.reconcile()
     assert bed.status["phase"] == "Preparing", "an unfinished prepare Job keeps the run waiting"
+    assert bed.kube.job_names(NS) == ["sweep-prepare"]
     bed.kube.finish_job(NS, "sweep-prepare", PREPARED)
     bed.reconcile()
     assert bed.status["phase"] == "Running"
     assert bed.condition("DatasetReady")["reason"] == "Prepared"
     assert [(s["workload"], s["threads"], s["phase"]) for s in bed.status["steps"]] == [
-        ("oltp_point_select", 8, "Pending"),
+        ("oltp_point_select", 8, "Running"),
         ("oltp_point_select", 16, "Pending"),
         ("oltp_point_select", 32, "Pending"),
-    ]
+    ], "the reconcile that sees the dataset ready starts the first step"
 
     numbers = {8: (20_000.0, 5.0), 16: (36_000.0, 9.0), 32: (38_000.0, 25.0)}
     for index, threads in enumerate((8, 16, 32)):
-        bed.clock.advance(2)
-        bed.reconcile()
+        # Started by the reconcile that entered Running or finished the previous step.
         job = f"sweep-s{index}-c0"
         assert job in bed.kube.job_names(NS)
         assert bed.step(index)["phase"] == "Running"
@@ -337,6 +338,7 @@ def test_a_run_walks_pending_preflight_preparing_running_and_succeeds() -> None:
         assert bed.step(index)["phase"] == "Running", "the Job has not finished yet"
         qps, p95 = numbers[threads]
         bed.kube.finish_job(NS, job, result_doc(threads, qps, p95), log=series_log([qps]))
+        bed.clock.advance(2)
         bed.reconcile()
         assert bed.step(index)["phase"] == "Succeeded"
         assert bed.step(index)["qps"] == qps
@@ -363,16 +365,62 @@ def test_a_run_walks_pending_preflight_preparing_running_and_succeeds() -> None:
     reasons = bed.kube.event_reasons()
     phases = [r for r in reasons if r in ("Preflight", "Preparing", "DatasetReady", "Running")]
     assert phases == ["Preflight", "Preparing", "DatasetReady", "Running"]
+    steps = [r for r in reasons if r in ("StepStarted", "StepSucceeded")]
+    assert steps == ["StepStarted", "StepSucceeded"] * 3
     assert reasons.count("StepSucceeded") == 3
     assert reasons[-1] == "Succeeded"
     assert all(e["involvedObject"]["uid"] == "uid-bench-sweep" for e in bed.kube.events)
+
+
+def test_a_new_run_with_nothing_in_its_way_gets_its_prepare_job_from_the_first_reconcile() -> None:
+    bed = Bed()
+    out = bed.reconcile()
+    assert bed.status["phase"] == "Preparing"
+    assert bed.kube.job_names(NS) == ["sweep-prepare"]
+    assert bed.kube.create_job_calls == ["sweep-prepare"]
+    assert len(bed.preflight.calls) == 1
+    assert [(e["type"], e["reason"]) for e in bed.kube.events] == [
+        ("Normal", "Pending"),
+        ("Normal", "Preflight"),
+        ("Normal", "Preparing"),
+    ]
+    assert [reason for _, reason, _ in out.events] == ["Pending", "Preflight", "Preparing"]
+    assert out.requeue_seconds is not None
+
+
+def test_the_reconcile_that_sees_a_steps_jobs_finish_records_it_and_starts_the_next_step() -> None:
+    bed = Bed(run_spec(threads=[8, 16], clients=2))
+    bed.to_running()
+    assert bed.kube.job_names(NS) == ["sweep-prepare", "sweep-s0-c0", "sweep-s0-c1"]
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 9000.0, 2.0), log=series_log([9000.0]))
+    bed.kube.finish_job(NS, "sweep-s0-c1", result_doc(8, 8000.0, 2.5), log=series_log([8000.0]))
+    bed.clock.advance(40)
+    seen = len(bed.kube.events)
+
+    out = bed.reconcile()
+    first, second = bed.step(0), bed.step(1)
+    assert (first["phase"], first["qps"], first["valid"]) == ("Succeeded", 17_000.0, True)
+    series = json.loads(bed.kube.configmaps[(NS, "sweep-results")]["data"]["series.json"])
+    assert sorted(series["0"]["clients"]) == ["0", "1"]
+    assert bed.status["currentStep"] == 1
+    assert second["phase"] == "Running"
+    assert second["jobNames"] == ["sweep-s1-c0", "sweep-s1-c1"]
+    assert second["startedAt"] == "2024-06-01T02:00:40Z"
+    args = bed.kube.job(NS, "sweep-s1-c1")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--start-at=2024-06-01T02:00:48+00:00" in args, "8 s ahead of this reconcile"
+    assert bed.kube.job_names(NS) == [
+        "sweep-prepare", "sweep-s0-c0", "sweep-s0-c1", "sweep-s1-c0", "sweep-s1-c1",
+    ]  # fmt: skip
+    assert [e["reason"] for e in bed.kube.events[seen:]] == ["StepSucceeded", "StepStarted"]
+    assert [reason for _, reason, _ in out.events] == ["StepSucceeded", "StepStarted"]
+    assert bed.condition("Progressing")["message"].startswith("step 2/2: oltp_point_select at 16")
+    assert bed.status["phase"] == "Running"
 
 
 def test_the_results_configmap_keeps_every_steps_series_and_numbers() -> None:
     bed = Bed(run_spec(threads=[8, 16]))
     bed.to_running()
     for index, threads in enumerate((8, 16)):
-        bed.reconcile()
         bed.kube.finish_job(
             NS, f"sweep-s{index}-c0", result_doc(threads, 1000.0 * threads, 3.0),
             log=series_log([990.0 * threads, 1010.0 * threads]),
@@ -391,7 +439,6 @@ def test_the_results_configmap_keeps_every_steps_series_and_numbers() -> None:
 def test_a_run_with_dataset_cleanup_runs_the_cleanup_job_before_it_succeeds() -> None:
     bed = Bed(run_spec(threads=[8], dataset={"tables": 1, "tableSize": 100, "cleanup": True}))
     bed.to_running()
-    bed.reconcile()
     bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 5000.0, 2.0))
     bed.reconcile()
     assert bed.status["phase"] == "Running"
@@ -406,7 +453,6 @@ def test_a_run_with_dataset_cleanup_runs_the_cleanup_job_before_it_succeeds() ->
 def test_the_password_appears_nowhere_the_reconciler_writes() -> None:
     bed = Bed(run_spec(threads=[8]))
     bed.to_running()
-    bed.reconcile()
     bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 5000.0, 2.0))
     bed.reconcile()
     assert bed.status["phase"] == "Succeeded"
@@ -488,7 +534,8 @@ def test_a_node_selector_matching_no_node_fails_with_no_bench_node() -> None:
 def test_without_a_node_selector_any_node_will_do() -> None:
     bed = Bed(run_spec(placement={}))
     bed.reconcile()
-    assert bed.status["phase"] == "Preflight"
+    assert bed.status["phase"] == "Preparing"
+    assert "Preflight" in bed.kube.event_reasons(), "the inputs passed: the run went on"
 
 
 # --- one run per cluster ------------------------------------------------------------------------
@@ -526,8 +573,9 @@ def test_a_newer_pending_run_does_not_block_an_older_one() -> None:
     bed = Bed()
     bed.kube.add_run(run_body("newer", created="2024-06-01T05:00:00Z"))
     bed.reconcile()
-    assert bed.status["phase"] == "Preflight"
+    assert bed.status["phase"] == "Preparing"
     assert "waitingFor" not in bed.status
+    assert "Waiting" not in bed.kube.event_reasons()
 
 
 @pytest.mark.parametrize(
@@ -558,7 +606,8 @@ def test_runs_that_cannot_interfere_do_not_block(other: JSON) -> None:
     bed = Bed()
     bed.kube.add_run(other)
     bed.reconcile()
-    assert bed.status["phase"] == "Preflight"
+    assert bed.status["phase"] == "Preparing"
+    assert "waitingFor" not in bed.status
 
 
 def test_explicit_targets_block_each_other_by_host_and_port() -> None:
@@ -586,7 +635,7 @@ def test_waiting_for_is_removed_with_a_merge_patch_null_once_the_blocker_finishe
     out = bed.reconcile()
     assert "waitingFor" in out.status and out.status["waitingFor"] is None
     assert "waitingFor" not in bed.status
-    assert bed.status["phase"] == "Preflight"
+    assert bed.status["phase"] == "Preparing", "once free, the run goes on without waiting"
     waiting = bed.condition("Waiting")
     assert (waiting["status"], waiting["reason"]) == ("False", "ClusterFree")
     assert waiting["lastTransitionTime"] == "2024-06-01T02:00:05Z"
@@ -606,10 +655,11 @@ def test_the_status_patch_holds_only_what_changed() -> None:
 
 def test_reconciling_twice_from_the_same_status_creates_no_duplicate_jobs() -> None:
     bed = Bed(run_spec(clients=2))
-    bed.to_running()
+    bed.reconcile_until("Preparing")
+    bed.kube.finish_job(NS, "sweep-prepare", PREPARED)
     before = copy.deepcopy(bed.body)
 
-    bed.reconcile()
+    bed.reconcile()  # the dataset is ready: Running, and the first step's Jobs
     jobs = bed.kube.job_names(NS)
     assert jobs == ["sweep-prepare", "sweep-s0-c0", "sweep-s0-c1"]
     # The controller died before its status patch landed: the next one starts from `before`.
@@ -623,9 +673,10 @@ def test_reconciling_twice_from_the_same_status_creates_no_duplicate_jobs() -> N
 
 def test_a_restart_reuses_the_start_at_of_a_job_created_before_it() -> None:
     bed = Bed(run_spec(clients=2))
-    bed.to_running()
+    bed.reconcile_until("Preparing")
+    bed.kube.finish_job(NS, "sweep-prepare", PREPARED)
     before = copy.deepcopy(bed.body)
-    bed.reconcile()
+    bed.reconcile()  # the dataset is ready: Running, and the first step's Jobs
 
     def start_at(job: str) -> str:
         args = bed.kube.job(NS, job)["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -646,7 +697,6 @@ def test_a_restart_reuses_the_start_at_of_a_job_created_before_it() -> None:
 def test_a_vanished_client_job_restarts_the_step() -> None:
     bed = Bed(run_spec(clients=2))
     bed.to_running()
-    bed.reconcile()
     bed.kube.job_store.pop((NS, "sweep-s0-c1"))
     bed.reconcile()
     assert bed.step(0)["phase"] == "Pending"
@@ -668,7 +718,6 @@ SCHEDULER_SAYS = (
 def test_an_unschedulable_pod_shows_in_a_condition_then_fails_the_run_after_the_timeout() -> None:
     bed = Bed(run_spec(threads=[8]))
     bed.to_running()
-    bed.reconcile()
     bed.kube.leave_unschedulable(NS, "sweep-s0-c0", SCHEDULER_SAYS)
 
     bed.clock.advance(30)
@@ -698,7 +747,6 @@ def test_an_unschedulable_pod_shows_in_a_condition_then_fails_the_run_after_the_
 def test_a_pod_scheduled_late_clears_the_unschedulable_condition() -> None:
     bed = Bed(run_spec(threads=[8]))
     bed.to_running()
-    bed.reconcile()
     bed.kube.leave_unschedulable(NS, "sweep-s0-c0")
     bed.clock.advance(10)
     bed.reconcile()
@@ -712,7 +760,6 @@ def test_a_pod_scheduled_late_clears_the_unschedulable_condition() -> None:
 def test_an_unschedulable_prepare_pod_fails_the_run_after_the_timeout() -> None:
     bed = Bed()
     bed.reconcile_until("Preparing")
-    bed.reconcile()
     bed.kube.leave_unschedulable(NS, "sweep-prepare", SCHEDULER_SAYS)
     bed.reconcile()
     assert bed.condition("Progressing")["reason"] == "Unschedulable"
@@ -731,7 +778,6 @@ def test_an_unschedulable_prepare_pod_fails_the_run_after_the_timeout() -> None:
 def test_a_failed_client_job_fails_the_run_with_the_runners_message_and_deletes_jobs() -> None:
     bed = Bed(run_spec(clients=2))
     bed.to_running()
-    bed.reconcile()
     failure = {
         "v": 1,
         "ok": False,
@@ -755,7 +801,6 @@ def test_a_failed_client_job_fails_the_run_with_the_runners_message_and_deletes_
 def test_a_runner_that_crashed_without_a_document_fails_with_its_exit_code() -> None:
     bed = Bed(run_spec(threads=[8]))
     bed.to_running()
-    bed.reconcile()
     bed.kube.finish_job(NS, "sweep-s0-c0", None, exit_code=137)
     bed.reconcile()
     assert bed.status["phase"] == "Failed"
@@ -767,7 +812,6 @@ def test_a_runner_that_crashed_without_a_document_fails_with_its_exit_code() -> 
 def test_a_termination_message_that_is_not_json_is_quoted_as_the_reason() -> None:
     bed = Bed(run_spec(threads=[8]))
     bed.to_running()
-    bed.reconcile()
     bed.kube.finish_job(NS, "sweep-s0-c0", "Traceback (most recent call last): boom", exit_code=1)
     bed.reconcile()
     assert bed.status["message"].endswith("exit 1: Traceback (most recent call last): boom")
@@ -776,7 +820,6 @@ def test_a_termination_message_that_is_not_json_is_quoted_as_the_reason() -> Non
 def test_a_failed_prepare_job_fails_the_run_with_the_runners_message() -> None:
     bed = Bed()
     bed.reconcile_until("Preparing")
-    bed.reconcile()
     bed.kube.finish_job(
         NS, "sweep-prepare",
         {"v": 1, "ok": False, "kind": "TidbBenchError", "message": "database 'sbtest' does not exist"},
@@ -791,7 +834,6 @@ def test_a_failed_prepare_job_fails_the_run_with_the_runners_message() -> None:
 def test_two_clients_are_combined_into_one_step_with_qps_summed() -> None:
     bed = Bed(run_spec(workloads=["oltp_read_write"], threads=[2], clients=2))
     bed.to_running()
-    bed.reconcile()
     a = recorded_doc("sysbench-1.0.20_oltp_read_write_client-a-of-2_histogram_recorded.txt")
     b = recorded_doc("sysbench-1.0.20_oltp_read_write_client-b-of-2_histogram_recorded.txt")
     bed.kube.finish_job(NS, "sweep-s0-c0", a, node="bench-1", log=series_log([12_100.0]))
@@ -817,16 +859,17 @@ def test_two_clients_are_combined_into_one_step_with_qps_summed() -> None:
 def test_a_late_client_makes_the_step_invalid_with_an_invalid_note() -> None:
     bed = Bed(run_spec(threads=[8, 16], clients=2))
     bed.to_running()
-    bed.reconcile()
     bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 9000.0, 2.0))
     bed.kube.finish_job(NS, "sweep-s0-c1", result_doc(8, 9000.0, 2.0, late=True, late_seconds=4.5))
     bed.reconcile()
     step = bed.step(0)
     assert step["valid"] is False
     assert "INVALID: 1 client(s) started late (max 4.5s after the agreed start)" in step["notes"]
-    assert bed.kube.events[-1]["message"].endswith("(INVALID: late start)")
+    succeeded = bed.kube.events_of(["StepSucceeded"])
+    assert len(succeeded) == 1
+    assert succeeded[0]["message"].endswith("(INVALID: late start)")
+    assert bed.kube.event_reasons()[-2:] == ["StepSucceeded", "StepStarted"]
 
-    bed.reconcile()
     bed.kube.finish_job(NS, "sweep-s1-c0", result_doc(16, 7000.0, 4.0))
     bed.kube.finish_job(NS, "sweep-s1-c1", result_doc(16, 7000.0, 4.0))
     bed.reconcile()
@@ -838,7 +881,6 @@ def test_a_late_client_makes_the_step_invalid_with_an_invalid_note() -> None:
 def test_a_run_whose_every_step_is_invalid_succeeds_without_a_summary() -> None:
     bed = Bed(run_spec(threads=[8]))
     bed.to_running()
-    bed.reconcile()
     bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 9000.0, 2.0, late=True, late_seconds=9))
     bed.reconcile()
     assert bed.status["phase"] == "Succeeded"
@@ -852,9 +894,7 @@ def test_a_run_whose_every_step_is_invalid_succeeds_without_a_summary() -> None:
 def test_a_failing_enforced_preflight_waits_rechecks_and_fails_after_its_timeout() -> None:
     failing = checks(leader_size_balance="Fail")
     bed = Bed(preflight=ScriptedPreflight(failing))
-    bed.reconcile()
-    assert bed.status["phase"] == "Preflight"
-
+    # The reconcile that enters Preflight also runs the first check.
     out = bed.reconcile()
     assert bed.status["phase"] == "Preflight"
     assert len(bed.preflight.calls) == 1
@@ -862,7 +902,11 @@ def test_a_failing_enforced_preflight_waits_rechecks_and_fails_after_its_timeout
     assert (cond["status"], cond["reason"]) == ("False", "Waiting")
     assert "leader-size-balance" in cond["message"]
     assert out.requeue_seconds == PREFLIGHT_RETRY.total_seconds()
-    assert bed.kube.event_reasons().count("PreflightWaiting") == 1
+    assert bed.kube.event_reasons() == ["Pending", "Preflight", "PreflightWaiting"]
+
+    out = bed.reconcile()
+    assert len(bed.preflight.calls) == 1, "re-checked no sooner than PREFLIGHT_RETRY"
+    assert out.requeue_seconds == PREFLIGHT_RETRY.total_seconds()
 
     bed.clock.advance(2)
     bed.reconcile()
@@ -890,10 +934,12 @@ def test_a_failing_enforced_preflight_waits_rechecks_and_fails_after_its_timeout
 def test_a_preflight_that_recovers_while_waiting_lets_the_run_proceed() -> None:
     bed = Bed(preflight=ScriptedPreflight(checks(pending_operators="Fail"), checks()))
     bed.reconcile()
-    bed.reconcile()
+    assert bed.status["phase"] == "Preflight"
     bed.clock.advance(5)
     bed.reconcile()
+    assert len(bed.preflight.calls) == 2
     assert bed.status["phase"] == "Preparing"
+    assert bed.kube.job_names(NS) == ["sweep-prepare"]
     assert bed.condition("PreflightPassed")["status"] == "True"
 
 
@@ -928,7 +974,6 @@ def test_preflight_off_skips_the_gate() -> None:
 def test_a_finished_run_is_left_alone_until_its_ttl_deletes_its_jobs() -> None:
     bed = Bed(run_spec(threads=[8], ttlSecondsAfterFinished=600))
     bed.to_running()
-    bed.reconcile()
     bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 9000.0, 2.0))
     bed.reconcile()
     assert bed.status["phase"] == "Succeeded"
@@ -950,7 +995,6 @@ def test_every_workload_gets_the_full_sweep_and_the_summary_leads_with_the_first
     ]
     qps = [3000.0, 5000.0, 40_000.0, 60_000.0]
     for index, step in enumerate(bed.status["steps"]):
-        bed.reconcile()
         doc = result_doc(step["threads"], qps[index], 4.0, workload=step["workload"])
         bed.kube.finish_job(NS, f"sweep-s{index}-c0", doc)
         bed.reconcile()
