@@ -27,6 +27,7 @@ k8s:
 lint: venv
 	$(BIN)/ruff check operator tests bench
 	$(BIN)/ruff format --check operator tests bench
+	$(BIN)/hadolint Dockerfile
 
 types: venv
 	$(BIN)/mypy

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tidb_bench_operator.adapters.k8s import JSON, Kube
+from tidb_bench_operator.adapters.k8s import JSON, Kube, KubeForbidden
 from tidb_bench_operator.domain import analysis
 from tidb_bench_operator.domain.manifests import (
     LABEL_ROLE,
@@ -28,6 +28,7 @@ from tidb_bench_operator.domain.manifests import (
     build_event,
     build_results_configmap,
     build_runner_job,
+    build_runner_service_account,
     build_step_runner_args,
     compute_endpoint,
     object_name,
@@ -180,7 +181,10 @@ class RunReconciler:
         """What the schema cannot check: the Secret and its keys, and that a bench node exists."""
         spec, run = ctx.spec_(), ctx.run
         secret = spec.credentials.secret_ref.name
-        keys = self.kube.secret_keys(run.namespace, secret)
+        try:
+            keys = self.kube.secret_keys(run.namespace, secret)
+        except KubeForbidden as exc:
+            return ("NotPermitted", _not_permitted(run.namespace, exc))
         if keys is None:
             return (
                 "SecretNotFound",
@@ -220,6 +224,12 @@ class RunReconciler:
                     f"spec.placement.nodeSelector {{{text}}} matches no node; label the "
                     f"dedicated benchmark node: kubectl label node <node> {text}",
                 )
+        # Last, so a run whose inputs are wrong creates nothing: the permission-less identity
+        # its pods run as (deploy/ lets the controller create it only where runs are enabled).
+        try:
+            self.kube.ensure_service_account(build_runner_service_account(run.namespace))
+        except KubeForbidden as exc:
+            return ("NotPermitted", _not_permitted(run.namespace, exc))
         return None
 
     def _blocking_run(self, ctx: _Ctx, body: JSON) -> str | None:
@@ -658,6 +668,16 @@ class _Ctx:
 
 
 # ---------------------------------------------------------------------- pure helpers
+def _not_permitted(namespace: str, exc: Exception) -> str:
+    """What to do when the controller's RBAC does not reach a run's namespace (deploy/)."""
+    return (
+        f"the controller may not work in namespace {namespace!r} ({exc}); enable BenchmarkRuns "
+        f"there by binding ClusterRoles tidb-bench-secret-reader and tidb-bench-run-namespace "
+        f"to ServiceAccount tidb-bench-system/tidb-bench-operator: set the namespace in "
+        f"deploy/run-namespace/kustomization.yaml and kubectl apply -k deploy/run-namespace/"
+    )
+
+
 def summarize(results: Sequence[StepResult], spec: BenchmarkRunSpec) -> Summary | None:
     """The status summary: analysis' verdict per workload; top-level numbers for workloads[0]."""
     if not results:

@@ -20,6 +20,10 @@ class KubeError(Exception):
     """An API call failed for a reason other than 'not found' or 'already exists'."""
 
 
+class KubeForbidden(KubeError):
+    """HTTP 403: the controller's ServiceAccount may not do this (a RoleBinding is missing)."""
+
+
 def load_api_client(kubeconfig: str | None = None) -> Any:
     """In-cluster config when running in a pod, else the kubeconfig (KUBECONFIG or ~/.kube)."""
     cfg: Any = config
@@ -56,7 +60,7 @@ class Kube:
         except ApiException as exc:
             if exc.status == 404:
                 return None
-            raise KubeError(
+            raise (KubeForbidden if exc.status == 403 else KubeError)(
                 f"reading Secret {namespace}/{name}: {exc.status} {exc.reason}"
             ) from exc
         return set((sec.get("data") or {}).keys()) | set((sec.get("stringData") or {}).keys())
@@ -186,6 +190,29 @@ class Kube:
                     f"creating ConfigMap {ns}/{name}: {exc.status} {_message(exc)}"
                 ) from exc
             self.core.replace_namespaced_config_map(name, ns, body)
+
+    def ensure_service_account(self, body: JSON) -> None:
+        """Create a ServiceAccount unless it exists (read first: no POST on every reconcile)."""
+        ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        try:
+            self.core.read_namespaced_service_account(
+                name, ns, _preload_content=False, _request_timeout=TIMEOUT
+            )
+            return
+        except ApiException as exc:
+            if exc.status != 404:
+                raise (KubeForbidden if exc.status == 403 else KubeError)(
+                    f"reading ServiceAccount {ns}/{name}: {exc.status} {exc.reason}"
+                ) from exc
+        try:
+            self.core.create_namespaced_service_account(
+                ns, body, _preload_content=False, _request_timeout=TIMEOUT
+            )
+        except ApiException as exc:
+            if exc.status != 409:  # created meanwhile by another reconcile: fine
+                raise (KubeForbidden if exc.status == 403 else KubeError)(
+                    f"creating ServiceAccount {ns}/{name}: {exc.status} {_message(exc)}"
+                ) from exc
 
     def create_event(self, body: JSON) -> None:
         """Post an Event; an Event that cannot be posted never fails a reconcile."""

@@ -20,6 +20,9 @@ MANAGED_BY = {
     "app.kubernetes.io/name": "tidb-bench",
     "app.kubernetes.io/managed-by": "tidb-bench-operator",
 }
+# Benchmark pods run as this ServiceAccount: nothing is bound to it and no token is mounted,
+# so a compromised runner holds no Kubernetes credentials (deploy/ grants it nothing).
+RUNNER_SERVICE_ACCOUNT = "tidb-bench-runner"
 PASSWORD_ENV = "TIDB_BENCH_PASSWORD"
 USER_ENV = "TIDB_BENCH_USER"
 # Seconds between creating a step's Jobs and the start time their pods wait for: long
@@ -192,6 +195,7 @@ def build_runner_job(
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         # The runner needs no Kubernetes API access at all.
+        "serviceAccountName": RUNNER_SERVICE_ACCOUNT,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "nodeSelector": dict(spec.placement.node_selector),
@@ -238,6 +242,20 @@ def build_runner_job(
             "activeDeadlineSeconds": active_deadline_seconds,
             "template": {"metadata": {"labels": labels}, "spec": pod_spec},
         },
+    }
+
+
+def build_runner_service_account(namespace: str) -> dict[str, Any]:
+    """The runner's ServiceAccount in a run's namespace: shared by every run there, no token."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {
+            "name": RUNNER_SERVICE_ACCOUNT,
+            "namespace": namespace,
+            "labels": dict(MANAGED_BY),
+        },
+        "automountServiceAccountToken": False,
     }
 
 

@@ -21,6 +21,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from tidb_bench_operator.domain.results import Latency, StepResult
+from tidb_bench_operator.domain.sysbench import validate_extra_args
 from tidb_bench_operator.errors import SpecError
 
 GROUP = "tidbbench.io"
@@ -497,6 +498,9 @@ class BenchmarkRunSpec(_Spec):
             )
         for i, arg in enumerate(self.extra_args):
             _check_extra_arg(f"{prefix}extraArgs[{i}]", arg)
+        # The runner checks values with sysbench's own table (kind, no shell characters);
+        # doing it here too fails a bad value like `--range-size=1; rm -rf /` before any Job.
+        validate_extra_args(self.extra_args, field=f"{prefix}extraArgs")
         for i, toleration in enumerate(self.placement.tolerations):
             _check_toleration(f"{prefix}placement.tolerations[{i}]", toleration)
 

@@ -1,0 +1,147 @@
+"""The database password never leaves its Secret: searched for in everything a run produced.
+
+Two runs as deploy/'s ServiceAccount, with the controller at debug verbosity: one that
+succeeds with the real password, and one whose Secret holds a wrong (but equally searched
+for) password, so the failure paths, where a leak is likeliest, are covered too.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from e2e.conftest import Controller
+from testbed.cluster import Testbed
+from testbed.deploy import (
+    create_namespace,
+    delete_namespace,
+    enable_namespace,
+    install,
+    operator_kubeconfig,
+    uninstall,
+)
+from testbed.runs import GROUP, PLURAL, VERSION, create_run, run_manifest, wait_run
+
+pytestmark = pytest.mark.e2e
+
+
+def needles(password: str) -> list[str]:
+    """The password as it could leak: plain, base64 (as in a Secret's data), JSON-escaped."""
+    return [password, base64.b64encode(password.encode()).decode(), json.dumps(password)[1:-1]]
+
+
+def found(haystacks: dict[str, str], words: list[str]) -> list[str]:
+    return [f"{where}: {w!r}" for where, text in haystacks.items() for w in words if w in text]
+
+
+@pytest.fixture(scope="module")
+def finished(
+    testbed: Testbed,
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    mariadb: dict[str, Any],
+    crds: None,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[str, Controller, str]]:
+    """Namespace, controller and wrong password once both runs are finished."""
+    uninstall(testbed)
+    install(testbed)
+    ns = create_namespace(testbed, "tbsecrets")
+    enable_namespace(testbed, ns)
+    wrong = f"canary-{secrets.token_hex(8)}"
+    for name, password in (("db", str(mariadb["password"])), ("wrong", wrong)):
+        core.create_namespaced_secret(
+            ns,
+            {
+                "metadata": {"name": name},
+                "stringData": {"user": str(mariadb["user"]), "password": password},
+            },
+        )
+    ctl = Controller(
+        testbed,
+        operator_kubeconfig(testbed, tmp_path_factory.mktemp("sa") / "kubeconfig"),
+        testbed.logs / f"controller-deploy-{ns}.log",
+        {"TIDB_BENCH_LIVENESS": "", "TIDB_BENCH_DEBUG": "1"},
+        namespaces=(ns,),
+    )
+    ctl.start()
+    try:
+        # Preflight Warn: the controller itself connects with the password, too.
+        create_run(api, ns, run_manifest("good", mariadb, preflight={"policy": "Warn"}))
+        create_run(
+            api,
+            ns,
+            run_manifest(
+                "bad",
+                mariadb,
+                credentials={"secretRef": {"name": "wrong"}},
+                preflight={"policy": "Warn"},
+            ),
+        )
+        good = wait_run(api, ns, "good", timeout=300)
+        bad = wait_run(api, ns, "bad", timeout=300)
+        assert good["status"]["phase"] == "Succeeded", good["status"]
+        assert bad["status"]["phase"] == "Failed", bad["status"]
+        yield ns, ctl, wrong
+    finally:
+        ctl.stop()
+        delete_namespace(testbed, ns)
+        uninstall(testbed)
+
+
+def everything_written(api: client.ApiClient, ns: str, ctl: Controller) -> dict[str, str]:
+    """Run objects with status, Events, ConfigMaps, Jobs, pods (with termination messages),
+    pod logs, the runner ServiceAccount and the controller's log, as text."""
+    core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+    raw = client.ApiClient.sanitize_for_serialization
+    out: dict[str, str] = {"controller log": ctl.log.read_text()}
+    runs = client.CustomObjectsApi(api).list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)
+    out |= {f"BenchmarkRun {r['metadata']['name']}": json.dumps(r) for r in runs["items"]}
+    out |= {
+        f"Event {e.metadata.name}": json.dumps(raw(api, e))
+        for e in core.list_namespaced_event(ns).items
+    }
+    out |= {
+        f"ConfigMap {c.metadata.name}": json.dumps(raw(api, c))
+        for c in core.list_namespaced_config_map(ns).items
+    }
+    out |= {
+        f"Job {j.metadata.name}": json.dumps(raw(api, j))
+        for j in batch.list_namespaced_job(ns).items
+    }
+    for pod in core.list_namespaced_pod(ns).items:
+        out[f"Pod {pod.metadata.name}"] = json.dumps(raw(api, pod))
+        out[f"log of {pod.metadata.name}"] = core.read_namespaced_pod_log(pod.metadata.name, ns)
+    for sa in core.list_namespaced_service_account(ns).items:
+        out[f"ServiceAccount {sa.metadata.name}"] = json.dumps(raw(api, sa))
+    return out
+
+
+def test_the_password_appears_nowhere_the_controller_or_its_pods_wrote(
+    api: client.ApiClient, mariadb: dict[str, Any], finished: tuple[str, Controller, str]
+) -> None:
+    ns, ctl, wrong = finished
+    written = everything_written(api, ns, ctl)
+    kinds = {k.split()[0] for k in written}
+    assert {"BenchmarkRun", "Event", "ConfigMap", "Job", "Pod", "log", "controller"} <= kinds
+    assert any(k.startswith("ConfigMap good-results") for k in written)
+    # The runs really used the Secrets: one measured, one was refused by the server.
+    assert "Access denied" in written["BenchmarkRun bad"], written["BenchmarkRun bad"][-2000:]
+    assert found(written, needles(str(mariadb["password"])) + needles(wrong)) == []
+
+
+def test_the_search_would_have_found_a_leak(
+    api: client.ApiClient, core: client.CoreV1Api, finished: tuple[str, Controller, str]
+) -> None:
+    """A control: the same search finds the password where it is meant to be, the Secret."""
+    ns, _, wrong = finished
+    secret = client.ApiClient.sanitize_for_serialization(
+        api, core.read_namespaced_secret("wrong", ns)
+    )
+    assert found({"Secret wrong": json.dumps(secret)}, needles(wrong)) != []
