@@ -50,8 +50,13 @@ testbed-up: venv deps k8s
 testbed-down: venv
 	$(BIN)/python -m testbed down
 
-demo: testbed-up
-	KUBECONFIG=$(CURDIR)/.testbed/admin.kubeconfig kubectl get nodes,pods -A
+demo: venv deps k8s
+	$(BIN)/python -m testbed.demo
 
 clean: testbed-down
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+
+# Benchmarks (need `make testbed-up`): tool vs bare sysbench, and the controller's overhead.
+bench: venv
+	$(BIN)/python bench/run_vs_sysbench.py
+	$(BIN)/python bench/controller_overhead.py

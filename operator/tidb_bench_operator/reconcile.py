@@ -58,6 +58,8 @@ SCHEDULING_TIMEOUT = timedelta(seconds=120)
 # Preflight is re-evaluated at most this often while it waits (PD calls are not free).
 PREFLIGHT_RETRY = timedelta(seconds=5)
 SERIES_MARKER = "TIDB-BENCH-SERIES "
+# Upper bound of state transitions one reconcile call may chain (Pending → … → first Job).
+MAX_TRANSITIONS_PER_CALL = 6
 
 
 @dataclass
@@ -131,21 +133,28 @@ class RunReconciler:
         ctx.spec = spec
         ctx.endpoint = compute_endpoint(spec, run.namespace)
         st.observed_generation = meta.get("generation")
-        phase = st.phase or "Pending"
-        if phase == "Pending":
-            self._pending(ctx, body)
-        elif phase == "Preflight":
-            self._preflight(ctx)
-        elif phase == "Preparing":
-            self._preparing(ctx)
-        elif phase == "Running":
-            self._running(ctx)
+        # Transitions that need no waiting (a phase entered, a step finished) continue in the
+        # same call: the controller's latency is then one timer tick, not one per phase.
+        for _ in range(MAX_TRANSITIONS_PER_CALL):
+            ctx.again = False
+            ctx.now = self.clock()  # a chained step's start time counts from now
+            phase = st.phase or "Pending"
+            if phase == "Pending":
+                self._pending(ctx, body)
+            elif phase == "Preflight":
+                self._preflight(ctx)
+            elif phase == "Preparing":
+                self._preparing(ctx)
+            elif phase == "Running":
+                self._running(ctx)
+            if not ctx.again or st.phase in TERMINAL:
+                break
         return self._outcome(ctx, old)
 
     # ------------------------------------------------------------------ phases
     def _pending(self, ctx: _Ctx, body: JSON) -> None:
         spec, st = ctx.spec_(), ctx.st
-        if st.phase is None:
+        if not (body.get("status") or {}).get("phase"):
             st.phase = "Pending"
             self._event(ctx, "Normal", "Pending", "accepted; checking inputs")
         problem = self._check_inputs(ctx)
@@ -242,7 +251,8 @@ class RunReconciler:
             if om.get("uid") == me.uid:
                 continue
             phase = (other.get("status") or {}).get("phase") or "Pending"
-            if phase in TERMINAL:
+            # A run being deleted measures nothing any more (its Jobs are going with it).
+            if phase in TERMINAL or om.get("deletionTimestamp"):
                 continue
             try:
                 ospec = BenchmarkRunSpec.model_validate(other.get("spec") or {})
@@ -353,12 +363,6 @@ class RunReconciler:
             self._start_step(ctx, step)
         elif step.phase == "Running":
             self._observe_step(ctx, step)
-        if (
-            st.phase == "Running"
-            and st.current_step is not None
-            and st.current_step >= len(st.steps)
-        ):
-            self._finish(ctx)
 
     # ------------------------------------------------------------------ steps
     def _step_selector(self, run: RunRef, index: int) -> str:
@@ -493,6 +497,7 @@ class RunReconciler:
         )  # fmt: skip
         st.current_step = step.index + 1
         ctx.requeue = 0.5
+        ctx.again = True
 
     def _save_series(self, ctx: _Ctx, step: StepStatus, pods: list[JSON]) -> None:
         """Keep the per-interval series of every client in the results ConfigMap."""
@@ -613,6 +618,7 @@ class RunReconciler:
         ctx.st.message = message
         self._event(ctx, "Normal", phase, message)
         ctx.requeue = 0.2
+        ctx.again = True
 
     def _fail(self, ctx: _Ctx, reason: str, message: str) -> None:
         st = ctx.st
@@ -656,6 +662,7 @@ class _Ctx:
     spec: BenchmarkRunSpec | None = None
     endpoint: Endpoint | None = None
     requeue: float | None = None
+    again: bool = False
     events: list[tuple[str, str, str]] = field(default_factory=list)
 
     def spec_(self) -> BenchmarkRunSpec:

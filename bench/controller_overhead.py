@@ -1,0 +1,123 @@
+"""Benchmark: the controller's own cost on the test bed.
+
+1. `apply` → first Job created: a BenchmarkRun is created and the Job list is polled every
+   20 ms until its first Job exists; repeated (default 10), median and spread printed.
+2. A 10-step sweep (threads 1..10, 3 s each): wall time from create to Succeeded, minus the
+   time sysbench itself measured in each step = the controller's total overhead.
+
+    make testbed-up && .venv/bin/python bench/controller_overhead.py [--repeat 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "operator"), str(ROOT / "tests")]
+
+from kubernetes import client  # noqa: E402
+
+from testbed.cluster import Testbed  # noqa: E402
+from testbed.kube import api_client, wait_crd_established, wait_for  # noqa: E402
+from testbed.runs import create_run, jobs_of, run_manifest, wait_run  # noqa: E402
+from testbed.services import mariadb_info  # noqa: E402
+
+
+def install_crds(api: Any) -> None:
+    import yaml
+
+    ext = client.ApiextensionsV1Api(api)
+    for path in sorted((ROOT / "crds").glob("benchmark*.yaml")):
+        body = yaml.safe_load(path.read_text())
+        try:
+            ext.create_custom_resource_definition(body)
+        except client.exceptions.ApiException as exc:
+            if exc.status != 409:
+                raise
+        wait_crd_established(ext, body["metadata"]["name"])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--step-seconds", type=int, default=3)
+    args = p.parse_args()
+    tb = Testbed()
+    if not tb.is_up():
+        print("the test bed is not up: run `make testbed-up` first", file=sys.stderr)
+        return 2
+    api = api_client(tb)
+    core = client.CoreV1Api(api)
+    install_crds(api)
+    db = mariadb_info(tb)
+    prefix = "bench-" + secrets.token_hex(2)
+    ns = f"{prefix}-ctl"
+    core.create_namespace({"metadata": {"name": ns}})
+    wait_for(lambda: core.list_namespaced_service_account(ns).items, 30, "default SA")
+    core.create_namespaced_secret(
+        ns,
+        {
+            "metadata": {"name": "db"},
+            "stringData": {"user": db["user"], "password": db["password"]},
+        },
+    )
+    log = tb.logs / f"controller-{prefix}.log"
+    with log.open("ab") as out:
+        ctl = subprocess.Popen(
+            [str(Path(sys.executable).parent / "tidb-bench"), "operator", f"--namespace={ns}"],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, "KUBECONFIG": str(tb.kubeconfig), "TIDB_BENCH_LIVENESS": ""},
+        )  # fmt: skip
+    try:
+        wait_for(lambda: "tidb-bench-operator ready" in log.read_text(), 30, "controller")
+        time.sleep(2)
+        # Warm: prepare the dataset once so the measured runs reuse it.
+        create_run(api, ns, run_manifest("warm", db, threads=[1], durationSeconds=1))
+        wait_run(api, ns, "warm", timeout=300)
+
+        firsts = []
+        for i in range(args.repeat):
+            name = f"first-{i}"
+            t0 = time.monotonic()
+            create_run(api, ns, run_manifest(name, db, threads=[1], durationSeconds=1))
+            while not jobs_of(api, ns, name):
+                time.sleep(0.02)
+            firsts.append(time.monotonic() - t0)
+            wait_run(api, ns, name, timeout=300)
+        print(f"apply -> first Job created, {args.repeat} runs (s): "
+              + " ".join(f"{x:.2f}" for x in firsts))  # fmt: skip
+        print(f"  median {statistics.median(firsts):.2f} s, min {min(firsts):.2f}, "
+              f"max {max(firsts):.2f}")  # fmt: skip
+
+        threads = list(range(1, args.steps + 1))
+        t0 = time.monotonic()
+        create_run(
+            api, ns, run_manifest("sweep", db, threads=threads, durationSeconds=args.step_seconds)
+        )
+        run = wait_run(api, ns, "sweep", timeout=900)
+        wall = time.monotonic() - t0
+        steps = run["status"]["steps"]
+        measured = sum(float(s["durationSeconds"]) for s in steps)
+        print(f"{len(steps)}-step sweep, {args.step_seconds} s per step: wall {wall:.1f} s, "
+              f"sysbench measured {measured:.1f} s, controller overhead {wall - measured:.1f} s "
+              f"({(wall - measured) / len(steps):.2f} s per step, includes prepare check and "
+              f"per-step pod start)")  # fmt: skip
+    finally:
+        os.killpg(ctl.pid, signal.SIGTERM)
+        ctl.wait(timeout=20)
+        core.delete_namespace(ns)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
