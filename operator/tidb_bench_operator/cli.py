@@ -53,6 +53,25 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--user", default=None, help="default: TIDB_BENCH_USER or root")
     run.add_argument("--pd-url", default=None)
     run.add_argument("--format", choices=["table", "json"], default="table")
+
+    report = sub.add_parser(
+        "report", help="a run as Markdown tables (stdout) and optionally an SVG chart"
+    )
+    report.add_argument(
+        "run",
+        metavar="NAME|FILE",
+        help="a BenchmarkRun in the cluster (KUBECONFIG), or a saved BenchmarkRun "
+        "(kubectl get -o yaml/json) or results ConfigMap; - reads stdin",
+    )
+    report.add_argument(
+        "-n", "--namespace", help="namespace of NAME (default: the kubeconfig context's)"
+    )
+    report.add_argument(
+        "--compare", metavar="RUN", help="another run (NAME or FILE): adds a delta table"
+    )
+    report.add_argument(
+        "--svg", metavar="OUT.svg", help="also write QPS and latency vs threads as SVG"
+    )
     return parser
 
 
@@ -148,6 +167,94 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def load_report_source(text: str, origin: str) -> tuple[str, dict[str, Any]]:
+    """(run name, status dict) from a saved BenchmarkRun or results ConfigMap (YAML or JSON).
+
+    A results ConfigMap has no phase: it is Succeeded when every step succeeded, Failed when
+    one failed, else Running (it is rewritten after every step).
+    """
+    import yaml
+
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise TidbBenchError(f"{origin}: not YAML or JSON: {exc}") from None
+    if isinstance(doc, dict) and doc.get("kind") == "List":
+        items = doc.get("items") or []
+        if len(items) != 1:
+            raise TidbBenchError(
+                f"{origin}: a List of {len(items)} objects; save exactly one run "
+                "(kubectl get benchmarkrun NAME -o yaml)"
+            )
+        doc = items[0]
+    if not isinstance(doc, dict):
+        raise TidbBenchError(f"{origin}: expected a BenchmarkRun or a results ConfigMap")
+    meta = doc.get("metadata") or {}
+    if doc.get("kind") == "ConfigMap":
+        raw = (doc.get("data") or {}).get("steps.json")
+        if raw is None:
+            raise TidbBenchError(
+                f"{origin}: ConfigMap {meta.get('name')} has no steps.json; is it a "
+                "BenchmarkRun's results ConfigMap (status.resultsConfigMap)?"
+            )
+        steps = json.loads(raw)
+        phases = {str(s.get("phase")) for s in steps}
+        phase = (
+            "Failed"
+            if "Failed" in phases
+            else "Succeeded"
+            if steps and phases == {"Succeeded"}
+            else "Running"
+        )
+        name = (meta.get("labels") or {}).get("tidbbench.io/run") or meta.get("name", origin)
+        return str(name), {"phase": phase, "steps": steps}
+    if doc.get("kind") not in (None, "BenchmarkRun") or not isinstance(doc.get("status"), dict):
+        raise TidbBenchError(
+            f"{origin}: a {doc.get('kind') or 'document'} without a BenchmarkRun status; save "
+            "the run with kubectl get benchmarkrun NAME -o yaml"
+        )
+    return str(meta.get("name") or origin), dict(doc["status"])
+
+
+def _report_source(ref: str, namespace: str | None) -> tuple[str, dict[str, Any]]:
+    """A run from a file (or stdin) when `ref` is one, else from the cluster by name."""
+    if ref == "-" or Path(ref).is_file():
+        return load_report_source(_read(ref), ref)
+    from tidb_bench_operator.adapters.k8s import Kube, KubeError, context_namespace, load_api_client
+
+    kubeconfig = os.environ.get("KUBECONFIG") or None
+    ns = namespace or context_namespace(kubeconfig)
+    try:
+        run = Kube(load_api_client(kubeconfig)).benchmark_run(ns, ref)
+    except KubeError as exc:
+        raise TidbBenchError(str(exc)) from None
+    if run is None:
+        raise TidbBenchError(
+            f"{ref}: no such file, and no BenchmarkRun {ref!r} in namespace {ns!r} "
+            "(kubectl get benchmarkruns -A lists them; --namespace picks one)"
+        )
+    return ref, dict(run.get("status") or {"phase": "Pending"})
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """`tidb-bench report NAME|FILE`: Markdown on stdout, the chart with --svg."""
+    from tidb_bench_operator.domain.report import render_markdown, render_svg
+
+    name, status = _report_source(args.run, args.namespace)
+    compare = _report_source(args.compare, args.namespace) if args.compare else None
+    try:
+        print(render_markdown(name, status, compare))
+        if args.svg:
+            Path(args.svg).write_text(render_svg(status, f"BenchmarkRun {name}"), encoding="utf-8")
+    except ValueError as exc:  # pydantic: a status this version cannot read
+        raise TidbBenchError(
+            f"{args.run}: not a BenchmarkRun status this version reads: {exc}"
+        ) from None
+    except OSError as exc:
+        raise TidbBenchError(f"cannot write {args.svg}: {exc.strerror}") from exc
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     parser = build_parser()
@@ -168,6 +275,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_pd_check(args)
         if args.verb == "run":
             return cmd_run(args)
+        if args.verb == "report":
+            return cmd_report(args)
     except TidbBenchError as exc:
         print(f"tidb-bench {args.verb}: {exc}", file=sys.stderr)
         return 1

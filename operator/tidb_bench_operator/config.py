@@ -23,7 +23,8 @@ class Settings:
         return cls(
             kubeconfig=os.environ.get("KUBECONFIG") or None,
             runner_image=os.environ.get("TIDB_BENCH_RUNNER_IMAGE", DEFAULT_IMAGE),
-            metrics_port=int(os.environ.get("TIDB_BENCH_METRICS_PORT", "9090")),
+            # Empty or 0 turns the metrics endpoint off.
+            metrics_port=int(os.environ.get("TIDB_BENCH_METRICS_PORT", "9090") or 0),
             scheduling_timeout_seconds=float(
                 os.environ.get("TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS", "120")
             ),

@@ -10,11 +10,15 @@ from typing import Any
 
 import kopf
 
+from tidb_bench_operator.adapters.metrics import Metrics
 from tidb_bench_operator.config import Settings
 from tidb_bench_operator.domain.models import GROUP, VERSION
-from tidb_bench_operator.wiring import build_run_reconciler
+from tidb_bench_operator.wiring import build_run_reconciler, build_schedule_reconciler
 
 TERMINAL = ("Succeeded", "Failed", "Cancelled")
+# How often each BenchmarkSchedule is looked at: a run is created at most this long after its
+# fire time. One list call per look, so cheap even for an every-minute schedule.
+SCHEDULE_TICK_SECONDS = 2.0
 _state: dict[str, Any] = {}
 
 
@@ -35,6 +39,20 @@ def on_startup_configure(settings: kopf.OperatorSettings, logger: Any, **_: Any)
     logging.getLogger("kopf.objects").addFilter(_QuietTimers())
     cfg = Settings.from_env()
     _state["runs"] = build_run_reconciler(cfg)
+    _state["schedules"] = build_schedule_reconciler(cfg)
+    _state["metrics"] = metrics = Metrics()
+    if cfg.metrics_port:
+        try:
+            metrics.serve(cfg.metrics_port)
+            logger.info("metrics on :%d/metrics", cfg.metrics_port)
+        except OSError as exc:
+            # Benchmarks matter more than their metrics: keep running, but say so loudly.
+            logger.error(
+                "metrics endpoint disabled: cannot listen on port %d (%s); set "
+                "TIDB_BENCH_METRICS_PORT to a free port, or to 0 to turn it off",
+                cfg.metrics_port,
+                exc.strerror or exc,
+            )
     logger.info("tidb-bench-operator ready (runner image %s)", cfg.runner_image)
 
 
@@ -61,6 +79,43 @@ async def on_timer_benchmarkrun(body: Any, patch: kopf.Patch, **_: Any) -> None:
         patch.status.update(out.status)
 
 
+@kopf.timer(
+    GROUP, VERSION, "benchmarkschedules", id="reconcile-schedule", interval=SCHEDULE_TICK_SECONDS
+)
+async def on_timer_benchmarkschedule(body: Any, patch: kopf.Patch, **_: Any) -> None:
+    """Create due runs, record finished ones, flag regressions, trim; blocking calls in a thread."""
+    out = await asyncio.to_thread(_state["schedules"].reconcile, _plain(body))
+    if out.status:
+        patch.status.update(out.status)
+
+
+# Metrics follow the watch stream rather than the reconcile calls: every status patch comes
+# back as an event, finished runs (no longer reconciled) are listed again after a restart,
+# and a deletion is an event too, so no series outlives its object.
+@kopf.on.event(GROUP, VERSION, "benchmarkruns", id="metrics-run")
+def on_event_benchmarkrun(body: Any, type: str | None = None, **_: Any) -> None:
+    """Keep the run's metric series equal to its status."""
+    metrics = _state.get("metrics")
+    if metrics is None:
+        return
+    if type == "DELETED":
+        metrics.forget_run(_plain(body))
+    else:
+        metrics.observe_run(_plain(body))
+
+
+@kopf.on.event(GROUP, VERSION, "benchmarkschedules", id="metrics-schedule")
+def on_event_benchmarkschedule(body: Any, type: str | None = None, **_: Any) -> None:
+    """Keep the schedule's metric series equal to its status."""
+    metrics = _state.get("metrics")
+    if metrics is None:
+        return
+    if type == "DELETED":
+        metrics.forget_schedule(_plain(body))
+    else:
+        metrics.observe_schedule(_plain(body))
+
+
 def run_operator(namespaces: list[str] | None = None) -> None:
     """Run the controller until interrupted (what `tidb-bench operator` does)."""
     kopf.configure(verbose=bool(os.environ.get("TIDB_BENCH_DEBUG")))
@@ -68,5 +123,6 @@ def run_operator(namespaces: list[str] | None = None) -> None:
         standalone=True,
         clusterwide=not namespaces,
         namespaces=namespaces or [],
-        liveness_endpoint=os.environ.get("TIDB_BENCH_LIVENESS", "http://0.0.0.0:8080/healthz"),
+        liveness_endpoint=os.environ.get("TIDB_BENCH_LIVENESS", "http://0.0.0.0:8080/healthz")
+        or None,
     )

@@ -16,6 +16,7 @@ from tidb_bench_operator.domain.manifests import Endpoint
 from tidb_bench_operator.domain.models import BenchmarkRunSpec
 from tidb_bench_operator.domain.preflight import CheckResult, evaluate
 from tidb_bench_operator.reconcile import PreflightFn, PreflightOutcome, RunReconciler
+from tidb_bench_operator.schedules import ScheduleReconciler
 
 
 def build_preflight(kube: Kube, api: Any) -> PreflightFn:
@@ -66,3 +67,8 @@ def build_run_reconciler(cfg: Settings) -> RunReconciler:
         image=cfg.runner_image,
         scheduling_timeout=timedelta(seconds=cfg.scheduling_timeout_seconds),
     )
+
+
+def build_schedule_reconciler(cfg: Settings) -> ScheduleReconciler:
+    """A ScheduleReconciler talking to the cluster in `cfg`."""
+    return ScheduleReconciler(Kube(load_api_client(cfg.kubeconfig)))

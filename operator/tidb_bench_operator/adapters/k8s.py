@@ -36,6 +36,16 @@ def load_api_client(kubeconfig: str | None = None) -> Any:
     return cfg.new_client_from_config(config_file=kubeconfig)
 
 
+def context_namespace(kubeconfig: str | None = None) -> str:
+    """The namespace of the kubeconfig's current context (as kubectl uses it), else default."""
+    cfg: Any = config
+    try:
+        _, current = cfg.list_kube_config_contexts(config_file=kubeconfig)
+    except (config.ConfigException, OSError):
+        return "default"
+    return str(((current or {}).get("context") or {}).get("namespace") or "default")
+
+
 def _raw(resp: Any) -> JSON:
     """Decode a `_preload_content=False` response: camelCase keys exactly as on the wire."""
     return dict(json.loads(resp.data))
@@ -155,6 +165,83 @@ class Kube:
 
     def server_version(self) -> str:
         return str(self.version_api.get_code().git_version)
+
+    # ---- BenchmarkRuns of a schedule (schedules.ScheduleReconciler) ----------------------
+    def benchmark_runs_in(self, namespace: str, selector: str) -> list[JSON]:
+        """BenchmarkRuns in one namespace matching a label selector."""
+        resp = self.custom.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, "benchmarkruns", label_selector=selector,
+            _preload_content=False, _request_timeout=TIMEOUT,
+        )  # fmt: skip
+        return list(_raw(resp).get("items", []))
+
+    def benchmark_run(self, namespace: str, name: str) -> JSON | None:
+        """One BenchmarkRun, or None when it does not exist."""
+        try:
+            return _raw(
+                self.custom.get_namespaced_custom_object(
+                    GROUP, VERSION, namespace, "benchmarkruns", name,
+                    _preload_content=False, _request_timeout=TIMEOUT,
+                )
+            )  # fmt: skip
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise KubeError(
+                f"reading BenchmarkRun {namespace}/{name}: {exc.status} {_message(exc)}"
+            ) from exc
+
+    def create_benchmark_run(self, body: JSON) -> tuple[JSON, bool]:
+        """Create a BenchmarkRun; (the object, True) or, if the name exists, (that one, False)."""
+        ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        try:
+            created = self.custom.create_namespaced_custom_object(
+                GROUP, VERSION, ns, "benchmarkruns", body,
+                _preload_content=False, _request_timeout=TIMEOUT,
+            )  # fmt: skip
+            return _raw(created), True
+        except ApiException as exc:
+            if exc.status != 409:
+                raise KubeError(
+                    f"creating BenchmarkRun {ns}/{name}: {exc.status} {_message(exc)}"
+                ) from exc
+        # Listed by name rather than read: the controller's ClusterRole grants list, not get.
+        found = self.custom.list_namespaced_custom_object(
+            GROUP, VERSION, ns, "benchmarkruns", field_selector=f"metadata.name={name}",
+            _preload_content=False, _request_timeout=TIMEOUT,
+        )  # fmt: skip
+        items = _raw(found).get("items") or [body]
+        return dict(items[0]), False
+
+    def delete_benchmark_run(self, namespace: str, name: str) -> bool:
+        """Delete a BenchmarkRun (its Jobs, pods and ConfigMap follow by owner reference).
+
+        Returns False when it was already gone.
+        """
+        try:
+            self.custom.delete_namespaced_custom_object(
+                GROUP, VERSION, namespace, "benchmarkruns", name,
+                propagation_policy="Background", _request_timeout=TIMEOUT,
+            )  # fmt: skip
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise KubeError(
+                f"deleting BenchmarkRun {namespace}/{name}: {exc.status} {_message(exc)}"
+            ) from exc
+        return True
+
+    def patch_benchmark_run_status(self, namespace: str, name: str, status: JSON) -> None:
+        """Merge-patch a BenchmarkRun's status subresource (lists are replaced whole)."""
+        try:
+            self.custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, "benchmarkruns", name, {"status": status},
+                _content_type="application/merge-patch+json", _request_timeout=TIMEOUT,
+            )  # fmt: skip
+        except ApiException as exc:
+            raise KubeError(
+                f"patching BenchmarkRun {namespace}/{name} status: {exc.status} {_message(exc)}"
+            ) from exc
 
     # ---- writes ------------------------------------------------------------------------
     def create_job(self, body: JSON) -> JSON:

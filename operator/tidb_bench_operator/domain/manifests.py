@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from tidb_bench_operator.domain.models import API_VERSION, BenchmarkRunSpec
@@ -342,8 +342,12 @@ def build_event(
     now: datetime,
     name_suffix: str,
     component: str = "tidb-bench-operator",
+    kind: str = "BenchmarkRun",
 ) -> dict[str, Any]:
-    """A core/v1 Event about the run (messages are capped at 1 KiB as kubectl shows them)."""
+    """A core/v1 Event about the run, or about a BenchmarkSchedule with kind=...
+
+    Messages are capped at 1 KiB as kubectl shows them.
+    """
     ts = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
         "apiVersion": "v1",
@@ -354,7 +358,7 @@ def build_event(
         },
         "involvedObject": {
             "apiVersion": API_VERSION,
-            "kind": "BenchmarkRun",
+            "kind": kind,
             "name": run.name,
             "namespace": run.namespace,
             "uid": run.uid,
@@ -366,4 +370,46 @@ def build_event(
         "firstTimestamp": ts,
         "lastTimestamp": ts,
         "count": 1,
+    }
+
+
+# --------------------------------------------------------------------------- schedules
+
+LABEL_SCHEDULE = "tidbbench.io/schedule"
+#: The fire time a scheduled run was made for (RFC 3339, UTC); absent on manual runs.
+ANNOTATION_SCHEDULED_AT = "tidbbench.io/scheduled-at"
+
+
+def build_scheduled_run(
+    schedule: RunRef, run_name: str, scheduled_time: datetime | None, template: dict[str, Any]
+) -> dict[str, Any]:
+    """The BenchmarkRun a BenchmarkSchedule makes: its template as written, labelled and owned.
+
+    The template is copied as the user wrote it (not re-serialised from the model) so the
+    run shows exactly what Git holds; deleting the schedule garbage-collects its runs.
+    """
+    metadata: dict[str, Any] = {
+        "name": run_name,
+        "namespace": schedule.namespace,
+        "labels": {**MANAGED_BY, LABEL_SCHEDULE: schedule.name},
+        "ownerReferences": [
+            {
+                "apiVersion": API_VERSION,
+                "kind": "BenchmarkSchedule",
+                "name": schedule.name,
+                "uid": schedule.uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    }
+    if scheduled_time is not None:
+        metadata["annotations"] = {
+            ANNOTATION_SCHEDULED_AT: scheduled_time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        }
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "BenchmarkRun",
+        "metadata": metadata,
+        "spec": json.loads(json.dumps(template)),
     }

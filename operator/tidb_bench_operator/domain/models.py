@@ -841,6 +841,17 @@ def _check_cron(field: str, expression: str) -> None:
         )
 
 
+class HistoryStep(_Status):
+    """One step's numbers kept in a schedule's history, for later regression baselines."""
+
+    workload: str = Field(description="sysbench test name.")
+    threads: int = Field(ge=1, description="Threads per client.")
+    qps: float = Field(description="The step's QPS (all clients combined).")
+    latency_ms: float | None = Field(
+        default=None, description="The step's percentile latency, in milliseconds."
+    )
+
+
 class HistoryEntry(_Status):
     """One finished run of a schedule."""
 
@@ -857,6 +868,10 @@ class HistoryEntry(_Status):
     )
     started_at: datetime | None = Field(default=None, description="When the run started.")
     finished_at: datetime | None = Field(default=None, description="When the run finished.")
+    steps: list[HistoryStep] = Field(
+        default_factory=list,
+        description="QPS per valid step, so regression baselines outlive deleted runs.",
+    )
 
 
 class BenchmarkScheduleStatus(_Status):

@@ -1,0 +1,445 @@
+"""BenchmarkSchedule orchestration: fire runs on time, keep their history, flag regressions.
+
+One call of `ScheduleReconciler.reconcile` lists the schedule's BenchmarkRuns (label
+`tidbbench.io/schedule=<name>`), records every newly finished one in status.history and
+compares its per-step QPS with the previous successful runs, deletes runs beyond the history
+limits, and creates the run that is due (domain.schedule.decide says which). It returns the
+status patch; the handler writes it with kopf's patch.status. Every action is idempotent: the
+run name is derived from its fire time, so a controller killed between creating a run and
+writing lastScheduleTime finds the same run again and does not make a second one.
+
+Runs a person creates with the label (the equivalent of `kubectl create job --from=cronjob/x`)
+count as runs of the schedule too: they are held back by Forbid, recorded and compared.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from tidb_bench_operator.adapters.k8s import JSON, Kube
+from tidb_bench_operator.domain.analysis import RegressionVerdict, StepComparison, detect_regression
+from tidb_bench_operator.domain.manifests import (
+    ANNOTATION_SCHEDULED_AT,
+    LABEL_SCHEDULE,
+    RunRef,
+    build_event,
+    build_scheduled_run,
+)
+from tidb_bench_operator.domain.models import (
+    BenchmarkRunStatus,
+    BenchmarkScheduleSpec,
+    BenchmarkScheduleStatus,
+    Condition,
+    HistoryEntry,
+    HistoryStep,
+    parse_schedule_spec,
+)
+from tidb_bench_operator.domain.schedule import (
+    FINISHED_PHASES,
+    ActiveRun,
+    ScheduleDecision,
+    ScheduleState,
+    decide,
+    history_entry,
+    trim_history,
+)
+from tidb_bench_operator.errors import SpecError
+
+#: Failed/cancelled entries kept in status.history even when failedRunsHistoryLimit is lower,
+#: so `kubectl get benchmarkschedule -o yaml` still shows why recent runs failed.
+MIN_FAILED_HISTORY = 3
+
+StepKey = tuple[str, int]
+
+
+@dataclass
+class ScheduleOutcome:
+    """The result of one reconcile: a merge patch for .status and the events posted."""
+
+    status: dict[str, Any]
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+@dataclass
+class _Ctx:
+    ref: RunRef
+    st: BenchmarkScheduleStatus
+    now: datetime
+    out: ScheduleOutcome
+    unreadable: set[str] = field(default_factory=set)
+
+
+class ScheduleReconciler:
+    """Drives one BenchmarkSchedule: creates due runs, records finished ones, trims."""
+
+    def __init__(self, kube: Kube, *, clock: Callable[[], datetime] = _now) -> None:
+        self.kube = kube
+        self.clock = clock
+
+    # ------------------------------------------------------------------ entry point
+    def reconcile(self, body: JSON) -> ScheduleOutcome:
+        """One look at the schedule in `body` (a plain dict); returns the status patch."""
+        meta = body["metadata"]
+        ref = RunRef(meta["name"], meta["namespace"], meta["uid"])
+        old = dict(body.get("status") or {})
+        st = BenchmarkScheduleStatus.model_validate(old)
+        ctx = _Ctx(ref=ref, st=st, now=self.clock(), out=ScheduleOutcome(status={}))
+        st.observed_generation = meta.get("generation")
+        try:
+            spec = parse_schedule_spec(body.get("spec") or {})
+        except SpecError as exc:
+            self._invalid(ctx, str(exc))
+            return self._finish(ctx, old)
+        runs = self.kube.benchmark_runs_in(ref.namespace, f"{LABEL_SCHEDULE}={ref.name}")
+        active = [r for r in runs if _phase(r) not in FINISHED_PHASES]
+        finished = [r for r in runs if _phase(r) in FINISHED_PHASES]
+        self._record(ctx, spec, finished)
+        self._trim(ctx, spec, finished)
+        try:
+            self._fire(ctx, spec, body, active)
+        except SpecError as exc:  # an expression the cron library rejects (e.g. minute 61)
+            self._invalid(ctx, str(exc))
+        return self._finish(ctx, old)
+
+    # ------------------------------------------------------------------ history and regression
+    def _record(self, ctx: _Ctx, spec: BenchmarkScheduleSpec, finished: Sequence[JSON]) -> None:
+        """Append newly finished runs to history, oldest first, comparing successful ones."""
+        st = ctx.st
+        known = {e.name for e in st.history}
+        for run in sorted(finished, key=_finish_order):
+            name = run["metadata"]["name"]
+            if name in known:
+                continue
+            try:
+                status = BenchmarkRunStatus.model_validate(run.get("status") or {})
+            except ValidationError:
+                # Written by something else: never let one bad object stop the schedule, and
+                # never delete what we could not read.
+                ctx.unreadable.add(name)
+                continue
+            entry = history_entry(name, status).model_copy(
+                update={"steps": compute_history_steps(status)}
+            )
+            if entry.outcome == "Succeeded":
+                entry = self._compare(ctx, spec, run, entry)
+                st.last_successful_run = name
+                st.last_peak_qps = entry.peak_qps
+                st.regressed = bool(entry.regressed)
+            st.history.append(entry)
+            known.add(name)
+        keep, _ = trim_history(
+            st.history,
+            max(spec.regression.baseline_runs, spec.successful_runs_history_limit),
+            max(MIN_FAILED_HISTORY, spec.failed_runs_history_limit),
+        )
+        st.history = keep
+
+    def _compare(
+        self, ctx: _Ctx, spec: BenchmarkScheduleSpec, run: JSON, entry: HistoryEntry
+    ) -> HistoryEntry:
+        """Compare a successful run with the previous `baselineRuns` successful ones."""
+        rules = spec.regression
+        previous = [e for e in ctx.st.history if e.outcome == "Succeeded" and e.steps]
+        baseline = previous[-rules.baseline_runs :]
+        verdict = detect_regression(
+            step_qps(entry.steps), [step_qps(e.steps) for e in baseline], rules.max_qps_drop_percent
+        )
+        peaks = [e.peak_qps for e in baseline if e.peak_qps is not None]
+        text = describe_verdict(verdict)
+        status: Literal["True", "False", "Unknown"]
+        if verdict.insufficient_baseline:
+            status, reason, type_, event = "Unknown", "InsufficientBaseline", "Normal", "NoBaseline"
+        elif verdict.regressed:
+            status, reason, type_, event = "True", "QpsDrop", "Warning", "Regressed"
+        else:
+            status, reason, type_, event = "False", "WithinBaseline", "Normal", "NoRegression"
+        self._mark_run(
+            ctx,
+            run,
+            Condition(
+                type="Regressed",
+                status=status,
+                reason=reason,
+                message=text[:2048],
+                last_transition_time=ctx.now,
+            ),
+        )
+        name = run["metadata"]["name"]
+        run_ref = RunRef(name, ctx.ref.namespace, run["metadata"].get("uid", ""))
+        self._event(ctx, run_ref, "BenchmarkRun", type_, event, text)
+        self._event(ctx, ctx.ref, "BenchmarkSchedule", type_, event, f"{name}: {text}")
+        _set_condition(ctx.st.conditions, "Regressed", status, reason, f"{name}: {text}", ctx.now)
+        return entry.model_copy(
+            update={
+                "baseline_qps": round(statistics.median(peaks), 2) if peaks else None,
+                "regressed": None if verdict.insufficient_baseline else verdict.regressed,
+            }
+        )
+
+    def _mark_run(self, ctx: _Ctx, run: JSON, condition: Condition) -> None:
+        """Put the verdict on the run itself, so `kubectl describe benchmarkrun` shows it."""
+        conditions = [
+            Condition.model_validate(c) for c in (run.get("status") or {}).get("conditions") or []
+        ]
+        _set_condition(
+            conditions,
+            condition.type,
+            condition.status,
+            condition.reason,
+            condition.message,
+            ctx.now,
+        )
+        self.kube.patch_benchmark_run_status(
+            ctx.ref.namespace,
+            run["metadata"]["name"],
+            {
+                "conditions": [
+                    c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in conditions
+                ]
+            },
+        )
+
+    def _trim(self, ctx: _Ctx, spec: BenchmarkScheduleSpec, finished: Sequence[JSON]) -> None:
+        """Delete finished runs beyond the history limits (their entries stay in history)."""
+        recorded = {e.name: e for e in ctx.st.history}
+        present = [r["metadata"]["name"] for r in sorted(finished, key=_finish_order)]
+        # A finished run whose entry was already dropped from history is older than every
+        # entry kept there, so it is beyond the limits too.
+        doomed = [n for n in present if n not in recorded and n not in ctx.unreadable]
+        entries = [e for e in ctx.st.history if e.name in present]
+        _, beyond = trim_history(
+            entries, spec.successful_runs_history_limit, spec.failed_runs_history_limit
+        )
+        for name in doomed + beyond:
+            if self.kube.delete_benchmark_run(ctx.ref.namespace, name):
+                ctx.out.deleted.append(name)
+
+    # ------------------------------------------------------------------ firing
+    def _fire(
+        self, ctx: _Ctx, spec: BenchmarkScheduleSpec, body: JSON, active: Sequence[JSON]
+    ) -> None:
+        st, ref = ctx.st, ctx.ref
+        created_at = _parse_time(body["metadata"].get("creationTimestamp")) or ctx.now
+        state = ScheduleState(
+            name=ref.name, created_at=created_at, last_schedule_time=st.last_schedule_time
+        )
+        running = sorted(
+            active,
+            key=lambda r: (r["metadata"].get("creationTimestamp", ""), r["metadata"]["name"]),
+        )
+        decision = decide(spec, state, ctx.now, [_active_run(r) for r in running])
+        names = [r["metadata"]["name"] for r in running]
+        if decision.action in ("create", "replace"):
+            names = self._create(ctx, body, decision, names)
+        elif decision.action == "skip":
+            self._hold(ctx, decision)
+        elif spec.suspend:
+            if _set_condition(
+                st.conditions, "Scheduling", "False", "Suspended", decision.reason, ctx.now
+            ):
+                self._event(ctx, ref, "BenchmarkSchedule", "Normal", "Suspended", decision.reason)
+            st.message = decision.reason
+        else:
+            if _reason(st.conditions, "Scheduling") in (None, "Suspended", "InvalidSpec"):
+                _set_condition(
+                    st.conditions, "Scheduling", "True", "Waiting", decision.reason, ctx.now
+                )
+        st.active = names
+
+    def _create(
+        self, ctx: _Ctx, body: JSON, decision: ScheduleDecision, names: list[str]
+    ) -> list[str]:
+        st, ref = ctx.st, ctx.ref
+        assert decision.run_name is not None
+        for name in decision.delete_runs:
+            if self.kube.delete_benchmark_run(ref.namespace, name):
+                ctx.out.deleted.append(name)
+                self._event(
+                    ctx,
+                    ref,
+                    "BenchmarkSchedule",
+                    "Normal",
+                    "Replaced",
+                    f"deleted active run {name} (concurrencyPolicy Replace)",
+                )
+            names = [n for n in names if n != name]
+        template = dict((body.get("spec") or {}).get("template") or {})
+        manifest = build_scheduled_run(ref, decision.run_name, decision.scheduled_time, template)
+        _, new = self.kube.create_benchmark_run(manifest)
+        st.last_schedule_time = decision.scheduled_time
+        st.message = decision.reason
+        if new:
+            ctx.out.created.append(decision.run_name)
+            self._event(ctx, ref, "BenchmarkSchedule", "Normal", "Scheduled", decision.reason)
+        _set_condition(st.conditions, "Scheduling", "True", "Created", decision.reason, ctx.now)
+        return [*names, decision.run_name] if decision.run_name not in names else names
+
+    def _hold(self, ctx: _Ctx, decision: ScheduleDecision) -> None:
+        """Forbid: one event per held-back fire time, not one per look."""
+        st = ctx.st
+        due = (
+            decision.scheduled_time.strftime("%Y-%m-%dT%H:%M:%SZ")
+            if decision.scheduled_time
+            else ""
+        )
+        old = next((c for c in st.conditions if c.type == "Scheduling"), None)
+        if old is None or old.reason != "ConcurrencyForbid" or due not in old.message:
+            self._event(ctx, ctx.ref, "BenchmarkSchedule", "Normal", "Skipped", decision.reason)
+        _set_condition(
+            st.conditions, "Scheduling", "False", "ConcurrencyForbid", decision.reason, ctx.now
+        )
+        st.message = decision.reason
+
+    # ------------------------------------------------------------------ helpers
+    def _invalid(self, ctx: _Ctx, message: str) -> None:
+        st = ctx.st
+        if _reason(st.conditions, "Scheduling") != "InvalidSpec" or st.message != message:
+            self._event(ctx, ctx.ref, "BenchmarkSchedule", "Warning", "InvalidSpec", message)
+        _set_condition(st.conditions, "Scheduling", "False", "InvalidSpec", message, ctx.now)
+        st.message = message
+
+    def _event(
+        self, ctx: _Ctx, ref: RunRef, kind: str, type_: str, reason: str, message: str
+    ) -> None:
+        ctx.out.events.append((type_, reason, message))
+        self.kube.create_event(
+            build_event(
+                ref,
+                reason=reason,
+                message=message,
+                type_=type_,
+                now=ctx.now,
+                name_suffix=f"{reason.lower()}-{int(datetime.now(UTC).timestamp() * 1e6):x}",
+                kind=kind,
+            )
+        )
+
+    def _finish(self, ctx: _Ctx, old: dict[str, Any]) -> ScheduleOutcome:
+        new = ctx.st.model_dump(by_alias=True, exclude_none=True, mode="json")
+        patch: dict[str, Any] = {k: v for k, v in new.items() if old.get(k) != v}
+        for k in old:
+            if k not in new and k != "kopf":
+                patch[k] = None  # merge patch: remove what no longer applies
+        ctx.out.status = patch
+        return ctx.out
+
+
+# ---------------------------------------------------------------------- pure helpers
+def compute_history_steps(status: BenchmarkRunStatus) -> list[HistoryStep]:
+    """The numbers of a run's steps worth comparing later: finished, valid, with a QPS."""
+    return [
+        HistoryStep(
+            workload=s.workload,
+            threads=s.threads,
+            qps=s.qps,
+            latency_ms=s.latency_ms.value if s.latency_ms is not None else None,
+        )
+        for s in status.steps
+        if s.qps is not None and s.phase == "Succeeded" and s.valid is not False
+    ]
+
+
+def step_qps(steps: Sequence[HistoryStep]) -> dict[StepKey, float]:
+    """(workload, threads) -> QPS, the shape analysis.detect_regression compares."""
+    return {(s.workload, s.threads): s.qps for s in steps}
+
+
+def describe_verdict(verdict: RegressionVerdict) -> str:
+    """One line for events and conditions: baseline median, this run, delta %, per the worst step.
+
+    The worst regressed step when there is one, else the step with the largest drop.
+    """
+    if verdict.insufficient_baseline:
+        return verdict.message
+    compared = [s for s in verdict.steps if s.delta_percent is not None]
+    if not compared:
+        return f"no step comparable with the {verdict.baseline_runs} baseline run(s)"
+    regressed = [s for s in compared if s.status == "regressed"]
+    worst = min(regressed or compared, key=lambda s: s.delta_percent or 0.0)
+    head = (
+        f"{len(regressed)} of {len(compared)} step(s) regressed"
+        if regressed
+        else f"no regression in {len(compared)} step(s)"
+    )
+    return f"{head}; {'worst' if regressed else 'largest drop'} {_step_text(worst, verdict)}"
+
+
+def _step_text(step: StepComparison, verdict: RegressionVerdict) -> str:
+    return (
+        f"{step.workload} at {step.threads} threads: this run {step.current_qps:,.0f} QPS, "
+        f"baseline median {step.baseline_median_qps:,.0f} QPS over {step.baseline_runs} run(s), "
+        f"delta {step.delta_percent:+.1f}% (allowed -{verdict.max_drop_percent:g}%, "
+        f"baseline spread {step.baseline_spread_percent:.1f}%)"
+    )
+
+
+def _phase(run: Mapping[str, Any]) -> str:
+    return str((run.get("status") or {}).get("phase") or "Pending")
+
+
+def _finish_order(run: Mapping[str, Any]) -> tuple[str, str, str]:
+    meta = run["metadata"]
+    finished = str((run.get("status") or {}).get("finishedAt") or "")
+    return (finished, str(meta.get("creationTimestamp", "")), str(meta["name"]))
+
+
+def _parse_time(text: object) -> datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _active_run(run: Mapping[str, Any]) -> ActiveRun:
+    annotations = run["metadata"].get("annotations") or {}
+    return ActiveRun(
+        name=run["metadata"]["name"],
+        scheduled_time=_parse_time(annotations.get(ANNOTATION_SCHEDULED_AT)),
+    )
+
+
+def _reason(conditions: Sequence[Condition], type_: str) -> str | None:
+    return next((c.reason for c in conditions if c.type == type_), None)
+
+
+def _set_condition(
+    conditions: list[Condition],
+    type_: str,
+    status: Literal["True", "False", "Unknown"],
+    reason: str,
+    message: str,
+    now: datetime,
+) -> bool:
+    """Upsert a condition (lastTransitionTime moves only when status changes); True if changed."""
+    for i, c in enumerate(conditions):
+        if c.type == type_:
+            changed = c.status != status
+            conditions[i] = Condition(
+                type=type_,
+                status=status,
+                reason=reason,
+                message=message[:2048],
+                last_transition_time=now if changed else c.last_transition_time,
+            )
+            return changed or c.reason != reason
+    conditions.append(
+        Condition(
+            type=type_,
+            status=status,
+            reason=reason,
+            message=message[:2048],
+            last_transition_time=now,
+        )
+    )
+    return True

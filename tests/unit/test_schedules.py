@@ -1,0 +1,403 @@
+"""ScheduleReconciler against an in-memory stand-in for the Kubernetes adapter and a fake clock."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tidb_bench_operator.domain.models import parse_schedule_spec
+from tidb_bench_operator.domain.schedule import next_fire_time
+from tidb_bench_operator.schedules import ScheduleReconciler
+
+JSON = dict[str, Any]
+NS = "bench"
+T0 = datetime(2026, 3, 1, 2, 0, 0, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+def _ts(when: datetime) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ScheduleKube:
+    """The methods ScheduleReconciler calls, over a dict of BenchmarkRuns."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.runs: dict[str, JSON] = {}
+        self.events: list[JSON] = []
+        self.deleted: list[str] = []
+
+    def benchmark_runs_in(self, namespace: str, selector: str) -> list[JSON]:
+        key, value = selector.split("=", 1)
+        return [
+            copy.deepcopy(r)
+            for r in self.runs.values()
+            if r["metadata"]["namespace"] == namespace
+            and (r["metadata"].get("labels") or {}).get(key) == value
+        ]
+
+    def create_benchmark_run(self, body: JSON) -> tuple[JSON, bool]:
+        name = body["metadata"]["name"]
+        if name in self.runs:
+            return copy.deepcopy(self.runs[name]), False
+        run = copy.deepcopy(body)
+        run["metadata"]["uid"] = str(uuid.uuid4())
+        run["metadata"]["creationTimestamp"] = _ts(self.clock())
+        self.runs[name] = run
+        return copy.deepcopy(run), True
+
+    def delete_benchmark_run(self, namespace: str, name: str) -> bool:
+        self.deleted.append(name)
+        return self.runs.pop(name, None) is not None
+
+    def patch_benchmark_run_status(self, namespace: str, name: str, status: JSON) -> None:
+        self.runs[name].setdefault("status", {}).update(copy.deepcopy(status))
+
+    def create_event(self, body: JSON) -> None:
+        self.events.append(body)
+
+    # ---- playing the run controller ------------------------------------------------------
+    def finish(self, name: str, qps: dict[int, float], phase: str = "Succeeded") -> None:
+        """Mark a run finished with these QPS per thread count (oltp_point_select)."""
+        steps = [
+            {
+                "index": i,
+                "workload": "oltp_point_select",
+                "threads": threads,
+                "phase": "Succeeded",
+                "qps": value,
+                "tps": value,
+                "valid": True,
+                "latencyMs": {"min": 0.05, "avg": 0.08, "max": 2.0, "percentile": 95, "value": 0.1},
+            }
+            for i, (threads, value) in enumerate(sorted(qps.items()))
+        ]
+        self.runs[name]["status"] = {
+            "phase": phase,
+            "steps": steps if phase == "Succeeded" else [],
+            "startedAt": _ts(self.clock() - timedelta(seconds=20)),
+            "finishedAt": _ts(self.clock()),
+        }
+
+    def reasons(self, kind: str = "BenchmarkSchedule") -> list[str]:
+        return [e["reason"] for e in self.events if e["involvedObject"]["kind"] == kind]
+
+
+def schedule_body(**spec: Any) -> JSON:
+    body: JSON = {
+        "apiVersion": "tidbbench.io/v1alpha1",
+        "kind": "BenchmarkSchedule",
+        "metadata": {
+            "name": "nightly",
+            "namespace": NS,
+            "uid": "sched-uid",
+            "generation": 1,
+            "creationTimestamp": _ts(T0 - timedelta(seconds=30)),
+        },
+        "spec": {
+            "schedule": "* * * * *",
+            "template": {
+                "target": {"host": "tidb.example", "port": 4000},
+                "credentials": {"secretRef": {"name": "db"}},
+                "threads": [2, 4],
+            },
+            **spec,
+        },
+        "status": {},
+    }
+    return body
+
+
+class World:
+    """A schedule, the reconciler and the fake API, with status patches applied as kopf would."""
+
+    def __init__(self, **spec: Any) -> None:
+        self.clock = Clock(T0)
+        self.kube = ScheduleKube(self.clock)
+        self.body = schedule_body(**spec)
+        self.reconciler = ScheduleReconciler(self.kube, clock=self.clock)  # type: ignore[arg-type]
+
+    def tick(self) -> JSON:
+        out = self.reconciler.reconcile(copy.deepcopy(self.body))
+        status = self.body.setdefault("status", {})
+        for key, value in out.status.items():
+            if value is None:
+                status.pop(key, None)
+            else:
+                status[key] = value
+        return status
+
+    def at(self, seconds_after_t0: float) -> JSON:
+        self.clock.now = T0 + timedelta(seconds=seconds_after_t0)
+        return self.tick()
+
+    def run_names(self) -> list[str]:
+        return sorted(self.kube.runs)
+
+
+def test_a_due_run_is_created_from_the_template_owned_by_and_labelled_for_the_schedule() -> None:
+    world = World()
+    status = world.at(1)
+    [name] = world.run_names()
+    run = world.kube.runs[name]
+    assert name == f"nightly-{int(T0.timestamp()) // 60}"
+    assert run["metadata"]["labels"]["tidbbench.io/schedule"] == "nightly"
+    owner = run["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["uid"]) == (
+        "BenchmarkSchedule",
+        "nightly",
+        "sched-uid",
+    )
+    assert run["metadata"]["annotations"]["tidbbench.io/scheduled-at"] == "2026-03-01T02:00:00Z"
+    assert run["spec"] == world.body["spec"]["template"]
+    assert status["lastScheduleTime"] == "2026-03-01T02:00:00Z"
+    assert status["active"] == [name]
+    assert world.kube.reasons() == ["Scheduled"]
+
+
+def test_looking_again_within_the_same_minute_creates_nothing_more() -> None:
+    world = World()
+    world.at(1)
+    world.at(3)
+    world.at(59)
+    assert len(world.run_names()) == 1
+
+
+def test_forbid_holds_the_next_run_back_while_one_is_active_with_one_event() -> None:
+    world = World()
+    world.at(1)
+    status = world.at(61)
+    world.at(63)
+    assert len(world.run_names()) == 1
+    assert world.kube.reasons() == ["Scheduled", "Skipped"]
+    assert "concurrencyPolicy Forbid" in status["message"]
+    held = next(c for c in status["conditions"] if c["type"] == "Scheduling")
+    assert (held["status"], held["reason"]) == ("False", "ConcurrencyForbid")
+
+
+def test_the_held_back_run_starts_once_the_active_one_finishes() -> None:
+    world = World()
+    world.at(1)
+    world.at(61)
+    world.kube.finish(world.run_names()[0], {2: 1000.0, 4: 1900.0})
+    status = world.at(75)
+    assert len(world.run_names()) == 2
+    assert status["lastScheduleTime"] == "2026-03-01T02:01:00Z"
+
+
+def test_allow_creates_beside_the_active_run() -> None:
+    world = World(concurrencyPolicy="Allow")
+    world.at(1)
+    status = world.at(61)
+    assert len(world.run_names()) == 2
+    assert len(status["active"]) == 2
+
+
+def test_replace_deletes_the_active_run_and_creates_the_new_one() -> None:
+    world = World(concurrencyPolicy="Replace")
+    world.at(1)
+    first = world.run_names()[0]
+    status = world.at(61)
+    assert first not in world.run_names()
+    assert status["active"] == world.run_names()
+    assert "Replaced" in world.kube.reasons()
+
+
+def test_a_suspended_schedule_creates_nothing_and_says_so_once() -> None:
+    world = World(suspend=True)
+    status = world.at(1)
+    world.at(61)
+    assert world.run_names() == []
+    assert world.kube.reasons() == ["Suspended"]
+    assert "suspended" in status["message"]
+
+
+def test_after_controller_downtime_only_one_catch_up_run_is_made() -> None:
+    world = World()
+    world.at(1)
+    world.kube.finish(world.run_names()[0], {2: 1000.0})
+    world.at(3600 + 1)  # an hour later: 60 fire times passed
+    world.at(3600 + 3)
+    assert len(world.run_names()) == 2
+
+
+def test_finished_runs_beyond_the_limits_are_deleted_but_history_keeps_the_baseline() -> None:
+    world = World(successfulRunsHistoryLimit=2, regression={"baselineRuns": 4})
+    for minute in range(5):
+        world.at(minute * 60 + 1)
+        newest = max(world.run_names(), key=lambda n: int(n.rsplit("-", 1)[1]))
+        world.kube.finish(newest, {2: 1000.0 + minute, 4: 2000.0})
+    status = world.at(5 * 60 + 1)
+    kept = [n for n in world.run_names() if world.kube.runs[n].get("status")]
+    assert len(kept) == 2
+    assert len(world.kube.deleted) == 3
+    assert [h["name"] for h in status["history"]][-2:] == kept
+    assert len(status["history"]) == 4  # baselineRuns
+    assert all(h["steps"] for h in status["history"])
+
+
+def test_a_failed_run_is_recorded_and_trimmed_by_the_failed_limit() -> None:
+    world = World(failedRunsHistoryLimit=0)
+    world.at(1)
+    world.kube.finish(world.run_names()[0], {}, phase="Failed")
+    status = world.at(30)
+    assert world.run_names() == []
+    assert status["history"][0]["outcome"] == "Failed"
+
+
+def test_the_first_successful_run_has_no_baseline_and_says_so_on_the_run() -> None:
+    world = World()
+    world.at(1)
+    name = world.run_names()[0]
+    world.kube.finish(name, {2: 1000.0, 4: 2000.0})
+    status = world.at(30)
+    cond = next(
+        c for c in world.kube.runs[name]["status"]["conditions"] if c["type"] == "Regressed"
+    )
+    assert (cond["status"], cond["reason"]) == ("Unknown", "InsufficientBaseline")
+    assert status["regressed"] is False
+    assert status["lastSuccessfulRun"] == name
+    assert status["lastPeakQps"] == 2000.0
+
+
+def _noise_then(world: World, values: list[dict[int, float]]) -> JSON:
+    status: JSON = {}
+    for minute, qps in enumerate(values):
+        world.at(minute * 60 + 1)
+        newest = max(world.run_names(), key=lambda n: int(n.rsplit("-", 1)[1]))
+        world.kube.finish(newest, qps)
+        status = world.at(minute * 60 + 30)
+    return status
+
+
+def test_run_to_run_noise_is_not_a_regression() -> None:
+    world = World(regression={"baselineRuns": 5, "maxQpsDropPercent": 15})
+    noise = [{2: q, 4: q * 1.9} for q in (1000.0, 960.0, 1030.0, 985.0, 1010.0, 950.0)]
+    status = _noise_then(world, noise)
+    assert status["regressed"] is False
+    # Six runs, history keeps baselineRuns (5): the first, compared with nothing, is gone.
+    assert [h.get("regressed") for h in status["history"]] == [False] * 5
+    assert "Regressed" not in world.kube.reasons()
+
+
+def test_a_planted_drop_is_flagged_on_the_run_the_schedule_and_in_an_event() -> None:
+    world = World(
+        regression={"baselineRuns": 5, "maxQpsDropPercent": 15}, successfulRunsHistoryLimit=10
+    )
+    noise = [{2: q, 4: q * 1.9} for q in (1000.0, 960.0, 1030.0, 985.0, 1010.0)]
+    status = _noise_then(world, [*noise, {2: 640.0, 4: 800.0}])
+    newest = max(world.run_names(), key=lambda n: int(n.rsplit("-", 1)[1]))
+    cond = next(
+        c for c in world.kube.runs[newest]["status"]["conditions"] if c["type"] == "Regressed"
+    )
+    assert (cond["status"], cond["reason"]) == ("True", "QpsDrop")
+    assert status["regressed"] is True
+    assert status["history"][-1]["regressed"] is True
+    assert status["history"][-1]["baselineQps"] == 1900.0
+    sched = next(c for c in status["conditions"] if c["type"] == "Regressed")
+    assert sched["status"] == "True"
+    [event] = [
+        e
+        for e in world.kube.events
+        if e["reason"] == "Regressed" and e["involvedObject"]["kind"] == "BenchmarkRun"
+    ]
+    assert event["type"] == "Warning"
+    # baseline median of 4 threads: 1000*1.9 = 1900; this run 800: -57.9%
+    assert "this run 800 QPS" in event["message"]
+    assert "baseline median 1,900 QPS over 5 run(s)" in event["message"]
+    assert "delta -57.9%" in event["message"]
+
+
+def test_a_good_run_after_a_regression_clears_the_schedule_flag() -> None:
+    world = World(regression={"baselineRuns": 3, "maxQpsDropPercent": 15})
+    status = _noise_then(world, [{2: 1000.0}, {2: 1010.0}, {2: 990.0}, {2: 500.0}, {2: 1005.0}])
+    assert [h.get("regressed") for h in status["history"]] == [False, True, False]
+    assert status["regressed"] is False
+
+
+def test_an_invalid_spec_creates_nothing_and_says_which_field() -> None:
+    world = World(timeZone="Mars/Olympus")
+    status = world.at(1)
+    assert world.run_names() == []
+    assert "timeZone" in status["message"]
+    assert world.kube.reasons() == ["InvalidSpec"]
+    world.at(3)
+    assert world.kube.reasons() == ["InvalidSpec"]
+
+
+def test_a_cron_expression_the_library_rejects_is_reported_not_raised() -> None:
+    world = World(schedule="61 * * * *")
+    status = world.at(1)
+    assert world.run_names() == []
+    assert "schedule" in status["message"]
+
+
+def test_a_run_created_by_hand_with_the_label_is_held_back_by_forbid_and_compared() -> None:
+    world = World()
+    world.clock.now = T0 - timedelta(seconds=10)
+    world.kube.create_benchmark_run(
+        {
+            "metadata": {
+                "name": "manual-1",
+                "namespace": NS,
+                "labels": {"tidbbench.io/schedule": "nightly"},
+            },
+            "spec": world.body["spec"]["template"],
+        }
+    )
+    world.at(1)
+    assert world.run_names() == ["manual-1"]
+    assert world.kube.reasons() == ["Skipped"]
+    world.kube.finish("manual-1", {2: 1000.0})
+    status = world.at(20)
+    assert len(world.run_names()) == 2
+    assert status["history"][0]["name"] == "manual-1"
+
+
+@pytest.mark.parametrize("policy", ["Forbid", "Allow", "Replace"])
+def test_a_restart_before_the_status_patch_finds_the_run_instead_of_making_another(
+    policy: str,
+) -> None:
+    world = World(concurrencyPolicy=policy)
+    world.clock.now = T0 + timedelta(seconds=1)
+    world.reconciler.reconcile(copy.deepcopy(world.body))  # status patch lost
+    world.at(2)
+    assert len(world.run_names()) == 1
+    assert world.kube.reasons() == ["Scheduled"]
+
+
+def test_a_finished_run_whose_status_cannot_be_read_is_neither_recorded_nor_deleted() -> None:
+    world = World(failedRunsHistoryLimit=0, successfulRunsHistoryLimit=0)
+    world.at(1)
+    name = world.run_names()[0]
+    world.kube.runs[name]["status"] = {"phase": "Succeeded", "steps": [{"threads": "many"}]}
+    status = world.at(30)
+    assert world.run_names() == [name]
+    assert status["history"] == []
+
+
+def test_the_gitops_example_is_a_valid_schedule_that_fires_at_two_in_shanghai() -> None:
+    root = Path(__file__).resolve().parents[2]
+    doc = yaml.safe_load(
+        (root / "examples/gitops/benchmarks/nightly-point-select.yaml").read_text()
+    )
+    spec = parse_schedule_spec(doc["spec"])
+    fire = next_fire_time(spec, datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
+    assert fire == datetime(2026, 3, 1, 18, 0, tzinfo=UTC)  # 02:00 CST is 18:00 UTC the day before
