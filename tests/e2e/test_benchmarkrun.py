@@ -299,3 +299,29 @@ def test_a_second_run_on_the_same_cluster_waits_for_the_first(
     assert first["status"]["phase"] == second["status"]["phase"] == "Succeeded"
     assert second["status"]["startedAt"] >= first["status"]["finishedAt"]
     assert "waitingFor" not in second["status"]
+
+
+def test_the_read_write_example_runs_with_its_ignore_errors_and_extra_args(
+    api: client.ApiClient,
+    namespace: str,
+    mariadb: dict[str, Any],
+    db_secret: str,
+    controller: Any,
+) -> None:
+    body = example_manifest(
+        "read-write-sweep.yaml",
+        mariadb,
+        threads=[2, 4],
+        durationSeconds=3,
+        warmupSeconds=0,
+        reportIntervalSeconds=1,
+        dataset={"tables": 1, "tableSize": 1000},
+        preflight={"policy": "Warn"},
+    )
+    create_run(api, namespace, body)
+    run = wait_run(api, namespace, body["metadata"]["name"], timeout=240)
+    assert run["status"]["phase"] == "Succeeded", run["status"].get("message")
+    for step in run["status"]["steps"]:
+        # oltp_read_write: 14 reads, 4 writes and 2 others per transaction (FACTS.md §5.4).
+        assert step["qps"] == pytest.approx(20 * step["tps"], rel=0.02)
+        assert step["writeQps"] > 0 and step["otherQps"] > 0

@@ -288,7 +288,8 @@ def _run_options(
 
 def _ignore_errors_value(ignore_errors: Sequence[int | str] | str) -> str:
     """Render --mysql-ignore-errors: `all` or a comma list of MySQL error codes."""
-    items = [ignore_errors] if isinstance(ignore_errors, str) else list(ignore_errors)
+    # The spec's ignoreErrors is one string ("1062,2013" or "all"), as sysbench spells it.
+    items = ignore_errors.split(",") if isinstance(ignore_errors, str) else list(ignore_errors)
     texts = [str(item).strip() for item in items]
     if texts == ["all"] or texts == ["none"]:
         return texts[0]

@@ -779,3 +779,17 @@ def test_a_single_client_is_returned_unchanged() -> None:
     combined, notes = combine_step_results([a])
     assert combined == a
     assert notes == []
+
+
+def test_ignore_errors_given_as_the_specs_comma_separated_string_becomes_one_option() -> None:
+    from tidb_bench_operator.domain.sysbench import build_sysbench_argv
+
+    argv = build_sysbench_argv(
+        workload="oltp_read_write",
+        command="run",
+        host="127.0.0.1",
+        port=4000,
+        user="root",
+        ignore_errors="1062,2013,8028,9007",
+    )
+    assert "--mysql-ignore-errors=1062,2013,8028,9007" in argv
