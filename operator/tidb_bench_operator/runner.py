@@ -240,8 +240,10 @@ def termination_message(doc: dict[str, Any]) -> str:
         slim["notes"] = list(slim["notes"] or [])
     text = json.dumps(slim, separators=(",", ":"))
     if len(text) > MAX_TERMINATION_MESSAGE:
+        # Only needed to merge several clients' percentiles; without it the controller takes
+        # the worst client's value and says so in the step notes.
         slim.pop("histogram", None)
-        slim.setdefault("notes", []).append("histogram dropped: too large for 4 KiB")
+        slim["histogramDropped"] = True
         text = json.dumps(slim, separators=(",", ":"))
     while len(text) > MAX_TERMINATION_MESSAGE and slim.get("notes"):
         slim["notes"].pop()

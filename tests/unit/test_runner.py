@@ -73,13 +73,14 @@ def test_a_small_document_keeps_everything_but_the_series() -> None:
     assert back == {k: v for k, v in doc.items() if k != "series"}
 
 
-def test_a_large_histogram_is_dropped_first_and_a_note_says_so() -> None:
+def test_a_large_histogram_is_dropped_first_and_flagged_for_the_controller() -> None:
     doc = step_document(histogram_rows=800, notes=2)
     text = termination_message(doc)
     assert len(text.encode()) <= MAX_TERMINATION_MESSAGE
     back = json.loads(text)
     assert "histogram" not in back
-    assert back["notes"][-1] == "histogram dropped: too large for 4 KiB"
+    assert back["histogramDropped"] is True
+    assert back["notes"] == doc["notes"], "a user-facing note is the controller's to add"
     assert back["result"] == doc["result"]
 
 
