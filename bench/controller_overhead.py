@@ -19,7 +19,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "operator"), str(ROOT / "tests")]
@@ -27,23 +26,10 @@ sys.path[:0] = [str(ROOT / "operator"), str(ROOT / "tests")]
 from kubernetes import client  # noqa: E402
 
 from testbed.cluster import Testbed  # noqa: E402
-from testbed.kube import api_client, wait_crd_established, wait_for  # noqa: E402
+from testbed.crds import install_project_crds  # noqa: E402
+from testbed.kube import api_client, wait_for  # noqa: E402
 from testbed.runs import create_run, jobs_of, run_manifest, wait_run  # noqa: E402
 from testbed.services import mariadb_info  # noqa: E402
-
-
-def install_crds(api: Any) -> None:
-    import yaml
-
-    ext = client.ApiextensionsV1Api(api)
-    for path in sorted((ROOT / "crds").glob("benchmark*.yaml")):
-        body = yaml.safe_load(path.read_text())
-        try:
-            ext.create_custom_resource_definition(body)
-        except client.exceptions.ApiException as exc:
-            if exc.status != 409:
-                raise
-        wait_crd_established(ext, body["metadata"]["name"])
 
 
 def main() -> int:
@@ -58,7 +44,7 @@ def main() -> int:
         return 2
     api = api_client(tb)
     core = client.CoreV1Api(api)
-    install_crds(api)
+    install_project_crds(api)
     db = mariadb_info(tb)
     prefix = "bench-" + secrets.token_hex(2)
     ns = f"{prefix}-ctl"

@@ -42,8 +42,6 @@ from tidb_bench_operator.domain.models import (
     PreflightCheck,
     PreflightStatus,
     StepStatus,
-    Summary,
-    WorkloadSummary,
     parse_run_spec,
 )
 from tidb_bench_operator.domain.preflight import CheckResult, GateVerdict
@@ -535,7 +533,9 @@ class RunReconciler:
                 return
         results = [s.to_result() for s in st.steps if s.valid]
         valid = [r for r in results if r is not None]
-        st.summary = summarize(valid, spec)
+        st.summary = analysis.compute_status_summary(
+            valid, spec.workloads, spec.slo.latency_ms if spec.slo else None
+        )
         env = st.environment or Environment()
         env.sysbench_version = next((r.sysbench_version for r in valid), env.sysbench_version)
         pods = self.kube.pods(run.namespace, f"{LABEL_RUN}={run.name},{LABEL_ROLE}=step")
@@ -682,39 +682,6 @@ def _not_permitted(namespace: str, exc: Exception) -> str:
         f"there by binding ClusterRoles tidb-bench-secret-reader and tidb-bench-run-namespace "
         f"to ServiceAccount tidb-bench-system/tidb-bench-operator: set the namespace in "
         f"deploy/run-namespace/kustomization.yaml and kubectl apply -k deploy/run-namespace/"
-    )
-
-
-def summarize(results: Sequence[StepResult], spec: BenchmarkRunSpec) -> Summary | None:
-    """The status summary: analysis' verdict per workload; top-level numbers for workloads[0]."""
-    if not results:
-        return None
-    slo = spec.slo.latency_ms if spec.slo else None
-    verdict = analysis.compute_summary(list(results), slo)
-    per = [
-        WorkloadSummary(
-            workload=w.workload,
-            peak_qps=w.peak_qps,
-            peak_threads=w.peak_threads,
-            peak_latency_ms=w.peak_latency_ms,
-            recommended_threads=w.recommended_threads,
-            recommended_qps=w.recommended_qps,
-            saturation_threads=w.saturation_threads,
-            headline=w.headline,
-        )
-        for w in verdict.workloads
-    ]
-    first = next((p for p in per if p.workload == spec.workloads[0]), per[0])
-    return Summary(
-        workload=first.workload,
-        peak_qps=first.peak_qps,
-        peak_threads=first.peak_threads,
-        peak_latency_ms=first.peak_latency_ms,
-        recommended_threads=first.recommended_threads,
-        recommended_qps=first.recommended_qps,
-        saturation_threads=first.saturation_threads,
-        headline=verdict.headline,
-        per_workload=per,
     )
 
 

@@ -8,11 +8,11 @@ from typing import Any, TextIO
 
 import yaml
 
+from tidb_bench_operator.domain.analysis import compute_status_summary
 from tidb_bench_operator.domain.models import parse_run_spec
 from tidb_bench_operator.domain.results import StepResult
 from tidb_bench_operator.domain.sysbench import combine_step_results
 from tidb_bench_operator.errors import SpecError, TidbBenchError
-from tidb_bench_operator.reconcile import summarize
 from tidb_bench_operator.runner import (
     Credentials,
     StepPlan,
@@ -90,7 +90,9 @@ def run_local_sweep(
             steps.append(entry)
     if spec.dataset.cleanup:
         cleanup_dataset(plan(spec.workloads[0]), creds, out)
-    summary = summarize(results, spec)
+    summary = compute_status_summary(
+        results, spec.workloads, spec.slo.latency_ms if spec.slo else None
+    )
     return {
         "steps": steps,
         "summary": summary.model_dump(by_alias=True, exclude_none=True, mode="json")

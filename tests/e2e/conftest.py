@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from testbed.bed import bring_up, tear_down
 from testbed.cluster import Testbed
-from testbed.kube import api_client, wait_crd_established, wait_for
+from testbed.crds import install_project_crds
+from testbed.kube import api_client, wait_for
 from testbed.services import mariadb_info
 
 
@@ -135,27 +135,9 @@ class Controller:
                 self.kill()
 
 
-def install_crds(api: client.ApiClient) -> None:
-    """Our CRDs, from crds/, created or replaced; waits until they are served."""
-    ext = client.ApiextensionsV1Api(api)
-    for path in sorted((REPO / "crds").glob("benchmark*.yaml")):
-        body = yaml.safe_load(path.read_text())
-        if body.get("kind") != "CustomResourceDefinition":
-            continue  # crds/kustomization.yaml makes crds/ a kustomize base for deploy/
-        try:
-            ext.create_custom_resource_definition(body)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-            current = ext.read_custom_resource_definition(body["metadata"]["name"])
-            body["metadata"]["resourceVersion"] = current.metadata.resource_version
-            ext.replace_custom_resource_definition(body["metadata"]["name"], body)
-        wait_crd_established(ext, body["metadata"]["name"])
-
-
 @pytest.fixture(scope="session")
 def crds(api: client.ApiClient) -> None:
-    install_crds(api)
+    install_project_crds(api)
 
 
 @pytest.fixture(scope="session")

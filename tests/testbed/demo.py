@@ -23,13 +23,13 @@ from kubernetes.client.rest import ApiException
 
 from testbed.bed import bring_up
 from testbed.cluster import REPO_ROOT, Testbed
+from testbed.crds import install_project_crds
 from testbed.kube import (
     BENCH_LABEL,
     CONTROL_PLANE_TAINT,
     api_client,
     create_standin_cluster,
     ensure_node,
-    wait_crd_established,
     wait_for,
 )
 from testbed.services import mariadb_info
@@ -48,21 +48,6 @@ BENCH_TOLERATIONS = [
     {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
     {"key": BENCH_LABEL, "operator": "Exists", "effect": "NoSchedule"},
 ]
-
-
-def install_crds(api: Any) -> None:
-    ext = client.ApiextensionsV1Api(api)
-    for path in sorted((REPO_ROOT / "crds").glob("benchmark*.yaml")):
-        body = yaml.safe_load(path.read_text())
-        try:
-            ext.create_custom_resource_definition(body)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-            current = ext.read_custom_resource_definition(body["metadata"]["name"])
-            body["metadata"]["resourceVersion"] = current.metadata.resource_version
-            ext.replace_custom_resource_definition(body["metadata"]["name"], body)
-        wait_crd_established(ext, body["metadata"]["name"])
 
 
 def start_fake_pd(tb: Testbed) -> str:
@@ -121,7 +106,7 @@ def main() -> int:
     bring_up(tb)
     api = api_client(tb)
     core = client.CoreV1Api(api)
-    install_crds(api)
+    install_project_crds(api)
     # node1 (control-plane taint) and node4 (a dedicated bench node) measure; node2/3 hold TiDB.
     ensure_node(core, "node4", kubelet_port=tb.ports.kubelet, labels={BENCH_LABEL: "true"},
                 taints=[{"key": BENCH_LABEL, "value": "true", "effect": "NoSchedule"}])  # fmt: skip

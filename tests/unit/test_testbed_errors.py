@@ -45,3 +45,4 @@ def test_a_component_that_dies_at_start_up_is_reported_with_its_log(tmp_path: Pa
     assert "kube-apiserver exited during start-up" in text
     assert str(tb.log_of("kube-apiserver")) in text
     assert "invalid flag --bogus" in text
+    tb.stop()  # reaps the exited child

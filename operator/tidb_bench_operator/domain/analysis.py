@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from tidb_bench_operator.domain import models
 from tidb_bench_operator.domain.results import StepResult
 
 #: A step stops "rising meaningfully" when the next step adds less than this QPS fraction.
@@ -310,4 +311,29 @@ def _compare_step(
         current_qps=now,
         delta_percent=round(delta, 2),
         status=status,
+    )
+
+
+def compute_status_summary(
+    results: Sequence[StepResult], workloads: Sequence[str], slo_latency_ms: float | None
+) -> models.Summary | None:
+    """status.summary: the verdict per workload; top-level numbers for the first workload.
+
+    The top level follows spec.workloads[0] because that is what the Workload printer column
+    shows, so a `kubectl get` row never mixes one workload's name with another's numbers.
+    """
+    if not results:
+        return None
+    verdict = compute_summary(list(results), slo_latency_ms)
+    per = [
+        models.WorkloadSummary.model_validate(
+            w.model_dump(include=set(models.WorkloadSummary.model_fields))
+        )
+        for w in verdict.workloads
+    ]
+    first = next((p for p in per if workloads and p.workload == workloads[0]), per[0])
+    return models.Summary(
+        **first.model_dump(exclude={"headline"}),
+        headline=verdict.headline,
+        per_workload=per,
     )

@@ -1,0 +1,28 @@
+"""Install this project's CRDs (crds/benchmark*.yaml) on the test bed, created or replaced."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from testbed.cluster import REPO_ROOT
+from testbed.kube import wait_crd_established
+
+
+def install_project_crds(api: Any) -> None:
+    """Create each CRD, or replace it when it exists (a changed schema takes effect); wait."""
+    ext = client.ApiextensionsV1Api(api)
+    for path in sorted((REPO_ROOT / "crds").glob("benchmark*.yaml")):
+        body = yaml.safe_load(path.read_text())
+        try:
+            ext.create_custom_resource_definition(body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            current = ext.read_custom_resource_definition(body["metadata"]["name"])
+            body["metadata"]["resourceVersion"] = current.metadata.resource_version
+            ext.replace_custom_resource_definition(body["metadata"]["name"], body)
+        wait_crd_established(ext, body["metadata"]["name"])
