@@ -257,7 +257,8 @@ def run_preflight(
     wanted = [] if policy == "Off" else [n for n in CHECK_NAMES if n not in skip]
     results: dict[str, CheckResult] = {}
 
-    # Database first: whether the server is TiDB at all decides whether PD checks apply.
+    # Database first: whether the server is TiDB decides whether table-leader-distribution
+    # applies (SHOW TABLE … REGIONS is TiDB's), and whether a missing PD address is an error.
     view = _DBView()
     if db is not None:
         view = _observe_db(db, spec, want_regions=TABLE_LEADER_DISTRIBUTION in wanted)
@@ -304,7 +305,10 @@ def run_preflight(
         "no PD address: spec.cluster is not set and spec.target has no pdURL; set one so the "
         "PD checks can run, or list them in spec.preflight.skip"
     )
-    if not_tidb:
+    # PD's state is PD's, whatever the SQL layer answers: with a PD address the PD checks
+    # always run (a proxy or a MySQL-compatible front may hide TiDB's VERSION()). Only with
+    # no PD address and a server that says it is not TiDB do they not apply at all.
+    if pd is None and not_tidb:
         server = view.server_version or "?"
         for name in PD_CHECKS:
             if name in wanted:

@@ -11,7 +11,11 @@ What it does, as a kubelet would:
 - a pod being deleted has its processes killed and is then removed (grace 0), as the
   kubelet does after a graceful stop;
 - `GET /containerLogs/<ns>/<pod>/<container>` on one HTTPS port serves logs to the apiserver
-  (`kubectl logs`, the Python client's read_namespaced_pod_log).
+  (`kubectl logs`, the Python client's read_namespaced_pod_log);
+- `/exec/<ns>/<pod>/<container>?command=...` on the same port speaks the kubelet's WebSocket
+  exec protocol (`kubectl exec`, kubernetes.stream.stream): a pod annotated
+  `testbed.tidbbench.io/exec: {"/pd-ctl": ["python", "-m", "..."]}` runs that local argv
+  prefix plus the command's remaining words (e.g. a stand-in PD pod "has" /pd-ctl).
 
 It is test code: the controller never knows it is there.
 """
@@ -19,15 +23,19 @@ It is test code: the controller never knows it is there.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import datetime as dt
+import hashlib
 import http.server
+import json
 import logging
 import os
 import re
 import shutil
 import signal
 import ssl
+import struct
 import subprocess
 import sys
 import tempfile
@@ -44,6 +52,7 @@ log = logging.getLogger("testbed.agent")
 
 STANDIN_COMPONENTS = {"pd", "tikv", "tidb", "tiflash", "ticdc", "tiproxy", "pump"}
 STANDIN_ANNOTATION = "testbed.tidbbench.io/standin"
+EXEC_ANNOTATION = "testbed.tidbbench.io/exec"
 MAX_TERMINATION_MESSAGE = 4096
 
 
@@ -377,8 +386,6 @@ class Agent:
         return env
 
     def read_secret(self, ns: str, name: str) -> dict[str, str]:
-        import base64
-
         try:
             sec = self.api.read_namespaced_secret(name, ns)
         except ApiException as exc:
@@ -417,8 +424,89 @@ def expand(text: str, env: dict[str, str]) -> str:
     return re.sub(r"\$\$\(([A-Za-z_][A-Za-z0-9_]*)\)|\$\(([A-Za-z_][A-Za-z0-9_]*)\)", repl, text)
 
 
+# ---- exec: the kubelet's WebSocket streaming protocol, just enough of it -------------------
+# The v1.20 apiserver proxies pods/exec to https://<node>:<port>/exec/<ns>/<pod>/<container>
+# ?command=..&output=1&error=1, passing the client's Upgrade request through untouched (it
+# translates nothing), so we answer the WebSocket handshake ourselves (RFC 6455 §4.2.2).
+# Channel protocol v4.channel.k8s.io (k8s.io/apiserver wsstream, kubelet remotecommand):
+# every binary message starts with a channel byte: 1 stdout, 2 stderr, 3 a metav1.Status.
+#
+# kubectl >= 1.30 offers only v5.channel.k8s.io over WebSocket (it expects a >= 1.30 apiserver
+# to translate to SPDY for the kubelet); a real 1.20 kubelet refuses v5 and kubectl falls back
+# to SPDY/3.1, which this agent does not speak. So we also accept v5, whose server-to-client
+# messages are v4's (v5 adds only a client-sent CLOSE on channel 255, for stdin), but prefer
+# v4 whenever offered, as the kubelet would pick it for the Python client (offers v5,v4).
+WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+EXEC_PROTOCOLS = ("v4.channel.k8s.io", "v5.channel.k8s.io")
+STDOUT, STDERR, ERROR = 1, 2, 3
+EXEC_TIMEOUT = 120
+
+
+def ws_frame(opcode: int, payload: bytes) -> bytes:
+    """One unmasked, final frame, as a server sends (RFC 6455 §5.2)."""
+    n = len(payload)
+    if n < 126:
+        head = struct.pack("!BB", 0x80 | opcode, n)
+    elif n < 1 << 16:
+        head = struct.pack("!BBH", 0x80 | opcode, 126, n)
+    else:
+        head = struct.pack("!BBQ", 0x80 | opcode, 127, n)
+    return head + payload
+
+
+def ws_read_frame(rfile: Any) -> int | None:
+    """Read one client frame and return its opcode (the payload is not needed); None at EOF."""
+    head = rfile.read(2)
+    if len(head) < 2:
+        return None
+    n = head[1] & 0x7F
+    if n == 126:
+        n = struct.unpack("!H", rfile.read(2))[0]
+    elif n == 127:
+        n = struct.unpack("!Q", rfile.read(8))[0]
+    rfile.read((4 if head[1] & 0x80 else 0) + n)  # mask key and payload
+    return int(head[0] & 0x0F)
+
+
+def exec_status(code: int) -> dict[str, Any]:
+    """What the kubelet sends on the error channel when the command has ended."""
+    if code == 0:
+        return {"metadata": {}, "status": "Success"}
+    return {
+        "metadata": {},
+        "status": "Failure",
+        "message": f"command terminated with non-zero exit code: exit status {code}",
+        "reason": "NonZeroExitCode",
+        "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
+    }
+
+
+def exec_in_pod(pod: Any, command: list[str]) -> tuple[int, bytes, bytes]:
+    """Run `command` "in" the pod: its first word must be mapped by the exec annotation."""
+    mapping = json.loads((pod.metadata.annotations or {}).get(EXEC_ANNOTATION) or "{}")
+    prefix = mapping.get(command[0]) if command else None
+    if prefix is None:
+        # What runc says for an executable that is not in the image; exit 126 as the kubelet
+        # reports an exec that could not start.
+        known = ", ".join(sorted(mapping)) or "none"
+        text = (
+            f"OCI runtime exec failed: exec failed: unable to start container process: exec: "
+            f'"{command[0] if command else ""}": stat: no such file or directory (test bed pod '
+            f"{pod.metadata.namespace}/{pod.metadata.name} maps: {known}; see {EXEC_ANNOTATION})\n"
+        )
+        return 126, b"", text.encode()
+    done = subprocess.run(
+        [*prefix, *command[1:]],
+        stdin=subprocess.DEVNULL,  # like exec without -i
+        capture_output=True,
+        timeout=EXEC_TIMEOUT,
+        check=False,
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
 class LogHandler(http.server.BaseHTTPRequestHandler):
-    """Serves /containerLogs/<ns>/<pod>/<container>[?follow=true&tailLines=N]."""
+    """Serves /containerLogs/<ns>/<pod>/<container>[?follow=true&tailLines=N] and /exec/..."""
 
     logs_dir: Path = Path()
     agent: Agent | None = None
@@ -426,11 +514,69 @@ class LogHandler(http.server.BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         return
 
+    def do_POST(self) -> None:
+        # SPDY exec (kubectl's fallback) arrives as POST; WebSocket exec as GET.
+        self.do_GET()
+
+    def do_exec(self, ns: str, pod_name: str, query: dict[str, list[str]]) -> None:
+        """Answer one exec request over WebSocket, then close."""
+        offered = [p.strip() for p in self.headers.get("Sec-WebSocket-Protocol", "").split(",")]
+        key = self.headers.get("Sec-WebSocket-Key")
+        if self.headers.get("Upgrade", "").lower() != "websocket" or key is None:
+            # SPDY/3.1 is not spoken here: a non-101 answer makes clients report the upgrade
+            # failure (kubectl >= 1.30 tries WebSocket first anyway).
+            self.send_error(400, "the test bed agent serves exec over WebSocket only")
+            return
+        chosen = next((p for p in EXEC_PROTOCOLS if p in offered), None)
+        if chosen is None:
+            self.send_error(400, f"supported subprotocols: {EXEC_PROTOCOLS}; got {offered}")
+            return
+        agent = self.agent
+        assert agent is not None
+        try:
+            pod = agent.api.read_namespaced_pod(pod_name, ns)
+        except ApiException as exc:
+            self.send_error(404, f"pod {ns}/{pod_name}: {exc.reason}")
+            return
+        accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
+        self.wfile.write(
+            (
+                "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                f"Connection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n"
+                f"Sec-WebSocket-Protocol: {chosen}\r\n\r\n"
+            ).encode()
+        )
+        # The kubelet first sends an empty message on the lowest writable channel, telling
+        # the client the streams are open (kubelet remotecommand createWebSocketStreams).
+        self.wfile.write(ws_frame(0x2, bytes([STDOUT])))
+        self.wfile.flush()
+        try:
+            code, out, err = exec_in_pod(pod, query.get("command", []))
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            code, out, err = 126, b"", f"testbed agent: {exc}\n".encode()
+        if out and query.get("output") == ["1"]:
+            self.wfile.write(ws_frame(0x2, bytes([STDOUT]) + out))
+        if err and query.get("error") == ["1"]:
+            self.wfile.write(ws_frame(0x2, bytes([STDERR]) + err))
+        self.wfile.write(ws_frame(0x2, bytes([ERROR]) + json.dumps(exec_status(code)).encode()))
+        self.wfile.write(ws_frame(0x8, struct.pack("!H", 1000)))  # close: normal closure
+        self.wfile.flush()
+        # Wait for the client's close frame before closing: closing a socket with unread
+        # input sends a RST, which may discard output still queued on the other side.
+        self.connection.settimeout(5)
+        with contextlib.suppress(OSError, struct.error):  # a timeout is an OSError
+            while ws_read_frame(self.rfile) not in (None, 0x8):
+                pass
+        self.close_connection = True
+
     def do_GET(self) -> None:
         url = urllib.parse.urlparse(self.path)
         parts = url.path.strip("/").split("/")
+        if len(parts) == 4 and parts[0] == "exec":
+            self.do_exec(parts[1], parts[2], urllib.parse.parse_qs(url.query))
+            return
         if len(parts) != 4 or parts[0] != "containerLogs":
-            self.send_error(404, "only /containerLogs/<ns>/<pod>/<container> is served")
+            self.send_error(404, "only /containerLogs/... and /exec/<ns>/<pod>/<container> served")
             return
         _, ns, pod, container = parts
         q = urllib.parse.parse_qs(url.query)

@@ -255,3 +255,37 @@ class FakePD:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def field_note_stores(namespace: str = "tidb-cluster") -> dict[str, Any]:
+    """GET /stores for field note 000: region_size even, leader_size 689 MiB on store 4.
+
+    Region counts are skewed (130/121/110/41) while region_size is even: a balance check on
+    region_count alone would blame the wrong store. Shape as PD v8.1 (FACTS §1.2).
+    """
+    rows = [
+        (1, "basic-tikv-0", 130, 771, 29, 86),
+        (2, "basic-tikv-1", 121, 779, 37, 141),
+        (3, "basic-tikv-2", 110, 795, 30, 122),
+        (4, "basic-tikv-3", 41, 769, 38, 689),
+    ]
+    stores = [
+        {
+            "store": {
+                "id": sid,
+                "address": f"{pod}.basic-tikv-peer.{namespace}.svc:20160",
+                "version": "8.1.0",
+                "state_name": "Up",
+            },
+            "status": {
+                "capacity": "915.8GiB",
+                "available": "800GiB",
+                "leader_count": leaders,
+                "leader_size": leader_size,
+                "region_count": regions,
+                "region_size": region_size,
+            },
+        }
+        for sid, pod, regions, region_size, leaders, leader_size in rows
+    ]
+    return {"count": len(stores), "stores": stores}

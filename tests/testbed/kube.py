@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +13,7 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
+from testbed.agent import EXEC_ANNOTATION
 from testbed.cluster import REPO_ROOT, Testbed
 
 BENCH_LABEL = "tidbbench.io/bench-node"
@@ -173,22 +177,36 @@ def tidbcluster_manifest(
 
 
 def standin_pod(
-    name: str, namespace: str, cluster: str, component: str, node: str
+    name: str,
+    namespace: str,
+    cluster: str,
+    component: str,
+    node: str,
+    exec_commands: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Any]:
-    """A pod with TiDB Operator's labels bound to `node`; the node agent marks it Running."""
+    """A pod with TiDB Operator's labels bound to `node`; the node agent marks it Running.
+
+    `exec_commands` maps an executable path "in the pod" to the local argv prefix the agent
+    runs for `kubectl exec` (annotation testbed.tidbbench.io/exec, see testbed.agent).
+    """
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "labels": {
+            "app.kubernetes.io/name": "tidb-cluster",
+            "app.kubernetes.io/managed-by": "tidb-operator",
+            "app.kubernetes.io/instance": cluster,
+            "app.kubernetes.io/component": component,
+        },
+    }
+    if exec_commands:
+        metadata["annotations"] = {
+            EXEC_ANNOTATION: json.dumps({k: list(v) for k, v in exec_commands.items()})
+        }
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": {
-                "app.kubernetes.io/name": "tidb-cluster",
-                "app.kubernetes.io/managed-by": "tidb-operator",
-                "app.kubernetes.io/instance": cluster,
-                "app.kubernetes.io/component": component,
-            },
-        },
+        "metadata": metadata,
         "spec": {
             "nodeName": node,
             "automountServiceAccountToken": False,
@@ -203,10 +221,13 @@ def create_standin_cluster(
     name: str,
     placement: dict[str, list[str]],
     spread: dict[str, int] | None = None,
+    exec_commands: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
 ) -> list[str]:
     """A TidbCluster plus stand-in pods: placement maps component -> the node of each replica.
 
-    Returns the pod names, `<name>-<component>-<i>` as TiDB Operator's StatefulSets name them.
+    `exec_commands` maps a component to its pods' exec map (see `standin_pod`), e.g.
+    {"pd": pd_ctl_exec(fake_pd.url)}. Returns the pod names, `<name>-<component>-<i>` as
+    TiDB Operator's StatefulSets name them.
     """
     custom = client.CustomObjectsApi(api_client_)
     core = client.CoreV1Api(api_client_)
@@ -221,10 +242,18 @@ def create_standin_cluster(
     names = []
     for comp, nodes in placement.items():
         for i, node in enumerate(nodes):
-            pod = standin_pod(f"{name}-{comp}-{i}", namespace, name, comp, node)
+            pod = standin_pod(
+                f"{name}-{comp}-{i}", namespace, name, comp, node, (exec_commands or {}).get(comp)
+            )
             core.create_namespaced_pod(namespace, pod)
             names.append(pod["metadata"]["name"])
     return names
+
+
+def pd_ctl_exec(pd_url: str) -> dict[str, list[str]]:
+    """A PD pod's exec map: `/pd-ctl` is the pd-ctl emulator, its 127.0.0.1:2379 is `pd_url`."""
+    emulator = [sys.executable, "-m", "testbed.pd_ctl_emulator"]
+    return {"/pd-ctl": [*emulator, "--pd-url-override", pd_url]}
 
 
 def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.3) -> Any:

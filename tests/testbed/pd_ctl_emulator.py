@@ -1,4 +1,9 @@
-"""A tiny pd-ctl stand-in: `python pd_ctl_emulator.py -u URL store|operator show|config show`."""
+"""A tiny pd-ctl stand-in: `python pd_ctl_emulator.py -u URL store|operator show|config show`.
+
+`--pd-url-override URL` (ours, not pd-ctl's) says where "the pod's own PD" really listens: on
+the test bed a stand-in PD pod has no PD at 127.0.0.1:2379, so requests to that address go
+to URL (e.g. a FakePD) while every message still names the address pd-ctl was given.
+"""
 
 from __future__ import annotations
 
@@ -34,6 +39,11 @@ CONFIG_HIDDEN = {
 }
 
 
+LOCAL_PD = {"127.0.0.1:2379", "localhost:2379"}
+# Set by --pd-url-override: where requests to LOCAL_PD really go.
+_redirect_to: str | None = None
+
+
 class RequestFailed(Exception):
     """pd-ctl's `<err>`: `[<status>] <body>` or the Go client error text."""
 
@@ -64,8 +74,11 @@ def _endpoints(argv: list[str]) -> tuple[list[str], list[str]]:
 
 def _get_one(endpoint: str, path: str) -> str:
     url = f"{endpoint}/{path}"
+    real = url
+    if _redirect_to is not None and urllib.parse.urlsplit(endpoint).netloc in LOCAL_PD:
+        real = f"{_redirect_to.rstrip('/')}/{path}"
     try:
-        with urllib.request.urlopen(url, timeout=10) as resp:
+        with urllib.request.urlopen(real, timeout=10) as resp:
             return str(resp.read().decode())
     except urllib.error.HTTPError as exc:
         raise RequestFailed(f"[{exc.code}] {exc.read().decode()}") from exc
@@ -154,6 +167,9 @@ def cmd_config_show(endpoints: list[str], args: list[str]) -> str:
 
 def main(argv: list[str]) -> int:
     """Run one command; print like pd-ctl; exit 0 unless the command is unknown."""
+    global _redirect_to
+    if argv[:1] == ["--pd-url-override"] and len(argv) > 1:
+        _redirect_to, argv = argv[1], argv[2:]
     endpoints, words = _endpoints(argv)
     if not words:
         print("Error: no command given", file=sys.stderr)

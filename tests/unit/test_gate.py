@@ -402,26 +402,48 @@ def test_skipped_checks_are_neither_run_nor_reported(fake_pd: FakePD) -> None:
     assert not any(a.startswith("tidbcluster") for a in kube.asked)
 
 
-def test_a_server_that_is_not_tidb_skips_table_leaders_and_pd_checks_without_calling_pd(
+def test_a_server_that_is_not_tidb_still_gets_the_pd_checks_when_a_pd_address_is_given(
     fake_pd: FakePD,
 ) -> None:
+    # PD's state is PD's whatever the SQL layer says (a proxy in front of TiDB, or the test
+    # bed's MariaDB beside a fake PD): only SHOW TABLE … REGIONS needs TiDB itself.
     db = FakeDatabase(version=MARIADB_VERSION)
     outcome = run_preflight(
         make_spec(), "bench", kube=field_note_kube(), pd=HTTPPDClient(fake_pd.url), db=db.factory()
     )
+    checks = by_name(outcome)
+    table = checks["table-leader-distribution"]
+    assert (table.status, table.message) == (
+        "Pass",
+        f"not TiDB (server says {MARIADB_VERSION}), skipped",
+    )
+    assert checks["store-state"].status == "Pass"
+    assert checks["leader-size-balance"].status == "Fail"
+    assert checks["leader-size-balance"].stores[0] == 4  # the most loaded store first
+    assert checks["pending-operators"].status == "Pass"
+    assert fake_pd.requests == ["GET /pd/api/v1/stores", "GET /pd/api/v1/operators"]
+    assert db.statements == ["SELECT VERSION()"]
+    assert outcome.server_version == MARIADB_VERSION
+    assert outcome.tidb_version is None
+
+
+def test_a_server_that_is_not_tidb_and_no_pd_address_skips_the_pd_checks_as_not_applicable() -> (
+    None
+):
+    db = FakeDatabase(version=MARIADB_VERSION)
+    spec = make_spec(cluster=None, target={"host": "mariadb.example"})
+    outcome = run_preflight(spec, "bench", kube=field_note_kube(), pd=None, db=db.factory())
     checks = by_name(outcome)
     expected = f"not TiDB (server says {MARIADB_VERSION}), skipped"
     for name in (
         "table-leader-distribution",
         "store-state",
         "leader-size-balance",
+        "region-size-balance",
         "pending-operators",
     ):
         assert (checks[name].status, checks[name].message) == ("Pass", expected), name
-    assert fake_pd.requests == []
-    assert db.statements == ["SELECT VERSION()"]
-    assert outcome.server_version == MARIADB_VERSION
-    assert outcome.tidb_version is None
+    assert outcome.verdict.proceed is True
 
 
 def test_without_a_cluster_topology_spread_is_skipped_and_isolation_looks_at_every_namespace(

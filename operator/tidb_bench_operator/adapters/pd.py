@@ -351,6 +351,10 @@ def kubernetes_exec(api_client: Any) -> ExecFn:
                     _raise_exec_status(str(ws.read_channel(_ERROR_CHANNEL, timeout=0) or ""), where)
             finally:
                 ws.close()
+                # websocket-client's close() does nothing once the server's close frame has
+                # been read (answering it marked the connection closed), which leaves the TLS
+                # socket open until garbage collection: one leaked socket per exec. Close it.
+                ws.sock.shutdown()
         return out + err
 
     return run

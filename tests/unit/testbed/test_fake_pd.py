@@ -213,3 +213,36 @@ def test_pd_ctl_unknown_commands_exit_one_like_cobra(pd: FakePD) -> None:
     run = pd_ctl(pd.url, "frobnicate")
     assert run.returncode == 1
     assert "unknown command" in run.stderr
+
+
+LOCAL = "http://127.0.0.1:2379"
+
+
+def test_pd_ctl_with_a_url_override_reaches_that_pd_for_the_pods_own_address(pd: FakePD) -> None:
+    run = subprocess.run(
+        [sys.executable, str(EMULATOR), "--pd-url-override", pd.url, *("-u", LOCAL, "store")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert run.returncode == 0
+    assert [s.id for s in parse_stores(run.stdout)] == [4, 20, 1, 5]
+    assert pd.requests == ["GET /pd/api/v1/stores"]
+
+
+def test_pd_ctl_errors_behind_a_url_override_name_the_address_pd_ctl_was_given() -> None:
+    dead = FakePD().start()
+    url = dead.url
+    dead.stop()
+    run = subprocess.run(
+        [sys.executable, str(EMULATOR), "--pd-url-override", url, "store"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert run.stdout.startswith(
+        'Failed to get store: Get "http://127.0.0.1:2379/pd/api/v1/stores": dial tcp '
+        "127.0.0.1:2379: connect: connection refused"
+    )
