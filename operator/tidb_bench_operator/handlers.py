@@ -39,6 +39,7 @@ def on_startup_configure(settings: kopf.OperatorSettings, logger: Any, **_: Any)
     logging.getLogger("kopf.objects").addFilter(_QuietTimers())
     cfg = Settings.from_env()
     _state["runs"] = build_run_reconciler(cfg)
+    logging.getLogger("kopf.objects").addFilter(_QuietMetricsEvents())
     _state["schedules"] = build_schedule_reconciler(cfg)
     _state["metrics"] = metrics = Metrics()
     if cfg.metrics_port:
@@ -61,6 +62,14 @@ class _QuietTimers(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (record.getMessage().startswith("Timer ") and "succeeded" in record.getMessage())
+
+
+class _QuietMetricsEvents(logging.Filter):
+    """Drop kopf's 'Handler 'metrics-...' succeeded.' line: it comes with every watch event."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return not (text.startswith("Handler 'metrics-") and text.endswith("succeeded."))
 
 
 def _needs_reconcile(status: Any, spec: Any, **_: Any) -> bool:

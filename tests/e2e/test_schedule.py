@@ -1,16 +1,19 @@
 """BenchmarkSchedule end to end: an every-minute schedule on the real API server, and a
-regression planted in the MariaDB stand-in (its general query log, written to a table)."""
+regression planted on the MariaDB stand-in (a concurrent workload during one run)."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import statistics
+import subprocess
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
-import pymysql
 import pytest
 from kubernetes import client
 
@@ -20,6 +23,10 @@ pytestmark = pytest.mark.e2e
 
 SCHEDULES = "benchmarkschedules"
 FINAL = ("Succeeded", "Failed", "Cancelled")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+BED = Path(__file__).resolve().parents[2] / ".testbed"
+# Noise runs are comparable when the foreign load during them differs by less than this.
+COMPARABLE_CORES = 0.4
 LABEL = "tidbbench.io/schedule"
 
 
@@ -92,15 +99,40 @@ def step_qps(run: dict[str, Any]) -> dict[int, float]:
     return {s["threads"]: s["qps"] for s in run["status"]["steps"]}
 
 
+@pytest.fixture
+def ns(api: client.ApiClient, namespace: str, controller: Any) -> Iterator[str]:
+    """The test's namespace; afterwards its schedules and runs are deleted and waited for
+    while the controller still runs, so kopf's finalizers come off them. A run left behind
+    in an active phase would hold the shared MariaDB target for every other suite."""
+    yield namespace
+    co = custom(api)
+    for plural in (SCHEDULES, "benchmarkruns"):
+        for obj in co.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)["items"]:
+            with contextlib.suppress(client.ApiException):
+                co.delete_namespaced_custom_object(
+                    GROUP, VERSION, namespace, plural, obj["metadata"]["name"]
+                )
+    poll(
+        lambda: (
+            not any(
+                co.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)["items"]
+                for plural in (SCHEDULES, "benchmarkruns")
+            )
+        ),
+        60,
+        f"schedules and runs in {namespace} deleted",
+    )
+
+
 # ---------------------------------------------------------------------- the every-minute schedule
 def test_an_every_minute_schedule_fires_on_time_holds_back_under_forbid_trims_and_suspends(
     api: client.ApiClient,
     core: client.CoreV1Api,
-    namespace: str,
+    ns: str,
     db_secret: str,
     mariadb: dict[str, Any],
-    controller: Any,
 ) -> None:
+    namespace = ns
     name = "minutely"
     now = datetime.now(UTC)
     if 60 - now.second < 12:  # leave time to arrange the Forbid case before the first fire
@@ -196,44 +228,88 @@ def test_an_every_minute_schedule_fires_on_time_holds_back_under_forbid_trims_an
 
 
 # ---------------------------------------------------------------------- regression
-@contextlib.contextmanager
-def general_log_to_table(mariadb: dict[str, Any]) -> Iterator[None]:
-    """Turn on MariaDB's general query log, written to the mysql.general_log table.
+class ForeignCpu:
+    """CPU used on this machine by anything but the measured run, in cores, over a window.
 
-    A real and common cause of a slower night: someone enables query logging to debug and
-    forgets it. Every statement then also writes a row to a CSV table under a lock. Undone
-    on exit, and the table emptied.
+    The test bed is one 2-core machine shared with other suites: their load halves a
+    sweep's QPS when it comes and goes. Ours is MariaDB plus the node agent's children (the
+    runner pods and their sysbench, counted once reaped); the rest of the busy time in
+    /proc/stat is foreign.
     """
-    conn = pymysql.connect(unix_socket=str(mariadb["socket"]), user="root", autocommit=True)
+
+    def __init__(self, bed: Path) -> None:
+        self.mariadb = int((bed / "mariadb" / "run" / "mysqld.pid").read_text())
+        self.agent = int((bed / "agent.pid").read_text())
+        self.start = self._sample()
+
+    @staticmethod
+    def _busy() -> float:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+        # user nice system (idle iowait) irq softirq steal
+        return sum(fields[i] for i in (0, 1, 2, 5, 6, 7)) / CLK_TCK
+
+    @staticmethod
+    def _used(pid: int, children: bool) -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[11]) + int(fields[12])
+        if children:
+            ticks += int(fields[13]) + int(fields[14])
+        return ticks / CLK_TCK
+
+    def _sample(self) -> tuple[float, float, float]:
+        ours = self._used(self.mariadb, False) + self._used(self.agent, True)
+        return time.monotonic(), self._busy(), ours
+
+    def cores(self) -> float:
+        """Average foreign cores since this probe was made."""
+        t0, busy0, ours0 = self.start
+        t1, busy1, ours1 = self._sample()
+        return ((busy1 - busy0) - (ours1 - ours0)) / max(t1 - t0, 1e-6)
+
+
+@contextlib.contextmanager
+def noisy_neighbour(mariadb: dict[str, Any], threads: int = 8) -> Iterator[None]:
+    """Another workload on the same database while the run measures: sysbench oltp_read_only
+    with `threads` threads, straight at the MariaDB stand-in (not through the controller).
+
+    A real cause of a slow night: a report or batch job scheduled into the benchmark window.
+    It only reads the sysbench table, and it is stopped on exit.
+    """
+    sysbench = shutil.which("sysbench")
+    assert sysbench, "sysbench is part of the test bed"
+    proc = subprocess.Popen(
+        [
+            sysbench, "oltp_read_only", f"--mysql-host={mariadb['host']}",
+            f"--mysql-port={mariadb['port']}", f"--mysql-user={mariadb['user']}",
+            f"--mysql-password={mariadb['password']}", f"--mysql-db={mariadb['database']}",
+            "--tables=1", "--table-size=1000",
+            f"--threads={threads}", "--time=300", "run",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
     try:
-        with conn.cursor() as cur:
-            cur.execute("SET GLOBAL log_output = 'TABLE'")
-            cur.execute("SET GLOBAL general_log = ON")
+        time.sleep(1)  # connected and loading before the measured step starts
+        assert proc.poll() is None, "the neighbour sysbench exited at once"
         yield
     finally:
-        with conn.cursor() as cur:
-            cur.execute("SET GLOBAL general_log = OFF")
-            cur.execute("SET GLOBAL log_output = 'FILE'")
-            cur.execute("TRUNCATE TABLE mysql.general_log")
-        conn.close()
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
-def test_a_planted_general_log_regression_is_flagged_and_five_runs_of_noise_are_not(
+def test_a_concurrent_load_planted_in_one_run_is_flagged_and_five_runs_of_noise_are_not(
     api: client.ApiClient,
     core: client.CoreV1Api,
-    namespace: str,
+    ns: str,
     db_secret: str,
     mariadb: dict[str, Any],
-    controller: Any,
 ) -> None:
-    name = "nightly"
-    custom(api).create_namespaced_custom_object(
-        GROUP, VERSION, namespace, SCHEDULES,
-        schedule_manifest(
-            name, mariadb, schedule="0 3 * * *", suspend=True, successfulRunsHistoryLimit=3,
-            regression={"baselineRuns": 5, "maxQpsDropPercent": 25},
-        ),
-    )  # fmt: skip
+    namespace = ns
+    name = ""
 
     def recorded(run: str) -> dict[str, Any]:
         """The run once the schedule has recorded and judged it."""
@@ -244,26 +320,54 @@ def test_a_planted_general_log_regression_is_flagged_and_five_runs_of_noise_are_
 
         return dict(poll(judged, 20, f"Regressed condition on {run}"))
 
+    # Five runs of noise, judged one by one against the ones before. When another suite's
+    # load came or went between them (foreign CPU differing by more than COMPARABLE_CORES),
+    # their differences are that load, not noise: the series is measured once more under a
+    # fresh schedule, and skipped if the machine never stays steady for five runs.
     noise: list[dict[int, float]] = []
-    verdicts: list[str] = []
-    for i in range(1, 6):
-        run = f"noise-{i}"
-        create_run(api, namespace, manual_run(run, name, mariadb, durationSeconds=3))
-        assert wait_run(api, namespace, run, timeout=180)["status"]["phase"] == "Succeeded"
-        judged = recorded(run)
-        noise.append(step_qps(judged))
-        cond = condition(judged, "Regressed")
-        assert cond is not None
-        verdicts.append(cond["status"])
-        print(f"\n{run}: QPS {noise[-1]} Regressed={cond['status']}: {cond['message']}")
-    assert verdicts == ["Unknown", "False", "False", "False", "False"]
+    for attempt in range(2):
+        name = f"nightly-{attempt}"
+        custom(api).create_namespaced_custom_object(
+            GROUP, VERSION, namespace, SCHEDULES,
+            schedule_manifest(
+                name, mariadb, schedule="0 3 * * *", suspend=True,
+                successfulRunsHistoryLimit=3,
+                regression={"baselineRuns": 5, "maxQpsDropPercent": 25},
+            ),
+        )  # fmt: skip
+        noise, verdicts, foreign = [], [], []
+        for i in range(1, 6):
+            run = f"{name}-noise-{i}"
+            create_run(api, namespace, manual_run(run, name, mariadb, durationSeconds=3))
+            # Generous: every suite's runs share the one MariaDB target, one at a time.
+            wait_run(api, namespace, run, phases=("Preparing", "Running", *FINAL), timeout=300)
+            probe = ForeignCpu(BED)
+            assert wait_run(api, namespace, run, timeout=120)["status"]["phase"] == "Succeeded"
+            foreign.append(probe.cores())
+            judged = recorded(run)
+            noise.append(step_qps(judged))
+            cond = condition(judged, "Regressed")
+            assert cond is not None
+            verdicts.append(cond["status"])
+            print(
+                f"\n{run}: QPS {noise[-1]}, foreign load {foreign[-1]:.2f} cores, "
+                f"Regressed={cond['status']}: {cond['message']}"
+            )
+        if max(foreign) - min(foreign) < COMPARABLE_CORES:
+            assert verdicts == ["Unknown", "False", "False", "False", "False"]
+            break
+        print(f"foreign load varied {min(foreign):.2f}-{max(foreign):.2f} cores: not noise")
+    else:
+        pytest.skip("the shared test bed never held a steady load for five runs")
 
-    planted = "planted"
+    planted = f"{name}-planted"
     create_run(api, namespace, manual_run(planted, name, mariadb, durationSeconds=3))
     # Plant only once the run holds the cluster (other suites' runs wait meanwhile), so the
     # slow-down hits this run alone.
-    wait_run(api, namespace, planted, phases=("Preparing", "Running", "Succeeded", "Failed"))
-    with general_log_to_table(mariadb):
+    wait_run(
+        api, namespace, planted, phases=("Preparing", "Running", "Succeeded", "Failed"), timeout=300
+    )
+    with noisy_neighbour(mariadb):
         wait_run(api, namespace, planted, timeout=120)
     judged = recorded(planted)
     cond = condition(judged, "Regressed")
@@ -294,12 +398,15 @@ def test_a_planted_general_log_regression_is_flagged_and_five_runs_of_noise_are_
 
     status = poll(flagged_and_trimmed, 20, "schedule regressed and runs trimmed to 3")
     assert status["lastSuccessfulRun"] == planted
-    assert [h["name"] for h in status["history"]] == [f"noise-{i}" for i in range(2, 6)] + [planted]
+    assert [h["name"] for h in status["history"]] == [
+        *(f"{name}-noise-{i}" for i in range(2, 6)),
+        planted,
+    ]
     assert status["history"][-1]["regressed"] is True
     sched_cond = condition({"status": status}, "Regressed")
     assert sched_cond is not None and sched_cond["status"] == "True"
     assert [r["metadata"]["name"] for r in runs_of(api, namespace, name)] == [
-        "noise-4",
-        "noise-5",
+        f"{name}-noise-4",
+        f"{name}-noise-5",
         planted,
     ]
