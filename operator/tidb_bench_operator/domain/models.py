@@ -21,26 +21,13 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from tidb_bench_operator.domain.results import Latency, StepResult
-from tidb_bench_operator.domain.sysbench import validate_extra_args
+from tidb_bench_operator.domain.sysbench import Workload, validate_extra_args
 from tidb_bench_operator.errors import SpecError
 
 GROUP = "tidbbench.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 
-Workload = Literal[
-    "oltp_point_select",
-    "oltp_read_only",
-    "oltp_read_write",
-    "oltp_write_only",
-    "oltp_update_index",
-    "oltp_update_non_index",
-    "oltp_insert",
-    "oltp_delete",
-    "select_random_points",
-    "select_random_ranges",
-    "bulk_insert",
-]
 RunPhase = Literal[
     "Pending", "Preflight", "Preparing", "Running", "Succeeded", "Failed", "Cancelled"
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -16,8 +16,9 @@ from tidb_bench_operator.errors import ParseError, SpecError, SysbenchError
 # Workloads and options
 # --------------------------------------------------------------------------------------
 
-#: The OLTP Lua tests Debian's sysbench 1.0.20 installs under /usr/share/sysbench/.
-LUA_WORKLOADS: tuple[str, ...] = (
+#: The OLTP Lua tests Debian's sysbench 1.0.20 installs under /usr/share/sysbench/ (also
+#: the CRD's enum for spec.workloads: domain/models.py uses this type).
+Workload = Literal[
     "oltp_point_select",
     "oltp_read_only",
     "oltp_read_write",
@@ -29,7 +30,8 @@ LUA_WORKLOADS: tuple[str, ...] = (
     "select_random_points",
     "select_random_ranges",
     "bulk_insert",
-)
+]
+LUA_WORKLOADS: tuple[str, ...] = get_args(Workload)
 
 #: --rand-type values of 1.0.20 (master drops `special` and adds `zipfian`; FACTS.md 5.7).
 RAND_TYPES: tuple[str, ...] = ("uniform", "gaussian", "special", "pareto")
