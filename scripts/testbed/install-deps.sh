@@ -10,6 +10,7 @@ command -v openssl >/dev/null || need+=(openssl)
 command -v unshare >/dev/null || need+=(util-linux)
 command -v kubectl >/dev/null || need+=(kubectl)
 command -v rsync >/dev/null || need+=(rsync)
+command -v rsvg-convert >/dev/null || need+=(librsvg2-bin)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 echo "install-deps: apt-get install ${need[*]}"
 export DEBIAN_FRONTEND=noninteractive
