@@ -1,10 +1,10 @@
-"""Parsing of PD store and operator output (HTTP API bodies and pd-ctl text) into plain models."""
+"""Parsing of PD API bodies and pd-ctl text: stores, operators, schedulers, config, regions."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -506,3 +506,433 @@ def pod_name_from_address(address: str) -> str:
     # TiKV advertises ${POD_NAME}.<tc>-tikv-peer.<ns>.svc:20160 under TiDB Operator, and the
     # operator itself takes podName as the first DNS label (FACTS §3.2, §3.4).
     return address.split(":", 1)[0].split(".", 1)[0]
+
+
+# ---------------------------------------------------------------------------
+# Whole JSON documents (config, members, leader, health, cluster)
+
+
+def _document(
+    text_or_obj: object, what: str, accept: Callable[[Any], bool], expected: str
+) -> tuple[Any, str]:
+    """The one JSON value `accept` recognises, from a decoded value, an API body or pd-ctl text."""
+    value, text = _load(text_or_obj, what)
+    if isinstance(value, str):
+        raise _pd_error(what, value)
+    if value is _NOT_JSON:
+        error = _first_error_line(text)
+        if error is not None:
+            raise _pd_error(what, error)
+        # tiup prints "Starting component `ctl`: ..." before the body, and pasted sessions
+        # carry shell prompts: take the first embedded value of the right shape.
+        for embedded in _json_values(text):
+            if accept(embedded):
+                return embedded, text
+        raise ParseError(
+            f"{what}: no JSON {expected} found in the input; it starts with: {_excerpt(text)}"
+        )
+    if not accept(value):
+        raise ParseError(f"{what}: expected {expected}, got {_excerpt(text or repr(value))}")
+    return value, text
+
+
+def _int(value: Any, where: str) -> int:
+    # bool is an int subclass; PD never sends a bool where a number belongs.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ParseError(f"{where}: {value!r} is not an integer")
+    return value
+
+
+def _optional_int(section: Mapping[str, Any], key: str, where: str) -> int | None:
+    return None if section.get(key) is None else _int(section[key], f"{where}.{key}")
+
+
+def _str_list(value: Any, where: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ParseError(f"{where}: {value!r} is not a list of strings")
+    return [str(v) for v in value]
+
+
+# ---------------------------------------------------------------------------
+# Config
+
+
+class PDConfig(BaseModel):
+    """The PD schedule/replication settings that shape a benchmark; None = not in the input."""
+
+    model_config = ConfigDict(frozen=True)
+
+    leader_schedule_limit: int | None = Field(
+        default=None, description="schedule.leader-schedule-limit: concurrent leader transfers."
+    )
+    leader_schedule_policy: str | None = Field(
+        default=None, description="schedule.leader-schedule-policy: 'count' or 'size'."
+    )
+    region_schedule_limit: int | None = Field(
+        default=None, description="schedule.region-schedule-limit: concurrent region moves."
+    )
+    replica_schedule_limit: int | None = Field(
+        default=None, description="schedule.replica-schedule-limit: concurrent replica repairs."
+    )
+    hot_region_schedule_limit: int | None = Field(
+        default=None, description="schedule.hot-region-schedule-limit: concurrent hot moves."
+    )
+    switch_witness_interval: str | None = Field(
+        default=None,
+        description="schedule.switch-witness-interval (spelt swtich- up to v7.1), Go duration.",
+    )
+    max_replicas: int | None = Field(
+        default=None, description="replication.max-replicas: Raft peers per region."
+    )
+    location_labels: list[str] | None = Field(
+        default=None, description="replication.location-labels, e.g. ['zone', 'rack']."
+    )
+    enable_placement_rules: bool | None = Field(
+        default=None, description="replication.enable-placement-rules."
+    )
+
+
+def _config_bool(section: Mapping[str, Any], key: str, where: str) -> bool | None:
+    # Bools tagged `,string` in Go marshal as the JSON strings "true"/"false" (FACTS §1.7).
+    raw = section.get(key)
+    if raw is None:
+        return None
+    if isinstance(raw, bool):
+        return raw
+    if raw in ("true", "false"):
+        return bool(raw == "true")
+    raise ParseError(f'{where}.{key}: {raw!r} is neither "true" nor "false"')
+
+
+def _config_str(section: Mapping[str, Any], key: str, where: str) -> str | None:
+    raw = section.get(key)
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise ParseError(f"{where}.{key}: {raw!r} is not a string")
+    return raw
+
+
+def _location_labels(section: Mapping[str, Any], where: str) -> list[str] | None:
+    # typeutil.StringSlice marshals as one comma-joined string, "" for none (FACTS §1.7).
+    raw = section.get("location-labels")
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        return [label.strip() for label in raw.split(",") if label.strip()]
+    return _str_list(raw, f"{where}.location-labels")
+
+
+def _is_config(value: Any) -> bool:
+    return isinstance(value, Mapping) and (
+        isinstance(value.get("schedule"), Mapping) or isinstance(value.get("replication"), Mapping)
+    )
+
+
+def parse_pd_config(text_or_obj: str | bytes | Mapping[str, Any]) -> PDConfig:
+    """Settings from `GET /config`, pd-ctl `config show` or `config show all` (text or decoded)."""
+    # `config show all` prints the raw GET /config body; `config show` re-marshals only
+    # {"replication", "schedule"} with keys sorted (FACTS §2.2, §2.3). Both carry the two
+    # sections under the same names, so one reader serves all three.
+    what = "PD config"
+    value, _ = _document(
+        text_or_obj, what, _is_config, "object with a 'schedule' or 'replication' section"
+    )
+    schedule = value.get("schedule") or {}
+    replication = value.get("replication") or {}
+    if not isinstance(schedule, Mapping) or not isinstance(replication, Mapping):
+        raise ParseError(f"{what}: 'schedule' and 'replication' must be objects")
+    s, r = f"{what} schedule", f"{what} replication"
+    # ScheduleConfig's JSON tag was misspelt "swtich-witness-interval" up to v7.1 and fixed
+    # in v7.5 (FACTS §1.7; sample pd-ctl-config-show-all_v6.5.1).
+    witness_key = (
+        "switch-witness-interval"
+        if "switch-witness-interval" in schedule
+        else "swtich-witness-interval"
+    )
+    return PDConfig(
+        leader_schedule_limit=_optional_int(schedule, "leader-schedule-limit", s),
+        leader_schedule_policy=_config_str(schedule, "leader-schedule-policy", s),
+        region_schedule_limit=_optional_int(schedule, "region-schedule-limit", s),
+        replica_schedule_limit=_optional_int(schedule, "replica-schedule-limit", s),
+        hot_region_schedule_limit=_optional_int(schedule, "hot-region-schedule-limit", s),
+        switch_witness_interval=_config_str(schedule, witness_key, s),
+        max_replicas=_optional_int(replication, "max-replicas", r),
+        location_labels=_location_labels(replication, r),
+        enable_placement_rules=_config_bool(replication, "enable-placement-rules", r),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Members, leader, health, cluster
+
+
+class PDMember(BaseModel):
+    """One PD member as `GET /members`, `GET /leader` or `GET /health` name it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(description="PD member name, e.g. basic-53pe89 (TiDB Operator v2 naming).")
+    member_id: int = Field(description="etcd member id (a uint64; may exceed 2**63).")
+    client_urls: list[str] = Field(default_factory=list, description="Client URLs (port 2379).")
+    binary_version: str = Field(default="", description="PD version, e.g. v8.1.0; '' if absent.")
+
+
+class PDMembers(BaseModel):
+    """The PD members and who leads them, from `GET /members` or pd-ctl `member`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    cluster_id: int | None = Field(default=None, description="header.cluster_id.")
+    leader: str | None = Field(
+        default=None, description="Name of the PD leader; None while no leader is elected."
+    )
+    etcd_leader: str | None = Field(default=None, description="Name of the etcd leader.")
+    members: list[PDMember] = Field(description="Every PD member, in PD's order.")
+
+    @property
+    def member_names(self) -> list[str]:
+        """Member names in PD's order."""
+        return [m.name for m in self.members]
+
+
+class PDMemberHealth(BaseModel):
+    """One entry of `GET /health` or pd-ctl `health`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(description="PD member name.")
+    member_id: int = Field(description="etcd member id.")
+    client_urls: list[str] = Field(default_factory=list, description="Client URLs.")
+    health: bool = Field(description="Whether PD could reach this member's etcd.")
+
+
+class PDCluster(BaseModel):
+    """The cluster identity from `GET /cluster` or pd-ctl `cluster`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: int = Field(description="PD cluster id (uint64).")
+    max_peer_count: int | None = Field(default=None, description="Replicas per region.")
+
+
+def _member(obj: Any, where: str) -> PDMember:
+    if not isinstance(obj, Mapping) or not isinstance(obj.get("name"), str):
+        raise ParseError(f"{where}: expected a member object with a 'name', got {obj!r}")
+    return PDMember(
+        name=obj["name"],
+        member_id=_int(obj.get("member_id"), f"{where}.member_id"),
+        client_urls=_str_list(obj.get("client_urls"), f"{where}.client_urls"),
+        binary_version=str(obj.get("binary_version") or ""),
+    )
+
+
+def _leader_name(value: Mapping[str, Any], key: str, where: str) -> str | None:
+    # PD omits "leader" / "etcd_leader" when there is none (mid-election).
+    if value.get(key) is None:
+        return None
+    return _member(value[key], f"{where}.{key}").name
+
+
+def parse_members(text_or_obj: str | bytes | Mapping[str, Any]) -> PDMembers:
+    """Members and leaders from `GET /members` or pd-ctl `member`."""
+    what = "PD members"
+    value, _ = _document(
+        text_or_obj,
+        what,
+        lambda v: isinstance(v, Mapping) and isinstance(v.get("members"), list),
+        "object with a 'members' list",
+    )
+    header = value.get("header")
+    cluster_id = header.get("cluster_id") if isinstance(header, Mapping) else None
+    return PDMembers(
+        cluster_id=None if cluster_id is None else _int(cluster_id, f"{what} header.cluster_id"),
+        leader=_leader_name(value, "leader", what),
+        etcd_leader=_leader_name(value, "etcd_leader", what),
+        members=[_member(m, f"{what} members[{i}]") for i, m in enumerate(value["members"])],
+    )
+
+
+def parse_leader(text_or_obj: str | bytes | Mapping[str, Any]) -> PDMember:
+    """The PD leader from `GET /leader` or pd-ctl `member leader show`."""
+    what = "PD leader"
+    value, _ = _document(
+        text_or_obj,
+        what,
+        lambda v: isinstance(v, Mapping) and isinstance(v.get("name"), str),
+        "member object with a 'name'",
+    )
+    return _member(value, what)
+
+
+def parse_health(text_or_obj: str | bytes | Sequence[Any]) -> list[PDMemberHealth]:
+    """Per-member health from `GET /health` or pd-ctl `health`."""
+    what = "PD health"
+    value, _ = _document(
+        text_or_obj,
+        what,
+        lambda v: isinstance(v, list) and all(isinstance(e, Mapping) and "name" in e for e in v),
+        "array of {name, member_id, health} objects",
+    )
+    result: list[PDMemberHealth] = []
+    for i, entry in enumerate(value):
+        where = f"{what}[{i}]"
+        health = entry.get("health")
+        if not isinstance(health, bool):
+            raise ParseError(f"{where}.health: {health!r} is not true or false")
+        member = _member(entry, where)
+        result.append(
+            PDMemberHealth(
+                name=member.name,
+                member_id=member.member_id,
+                client_urls=member.client_urls,
+                health=health,
+            )
+        )
+    return result
+
+
+def parse_cluster(text_or_obj: str | bytes | Mapping[str, Any]) -> PDCluster:
+    """Cluster id from `GET /cluster` or pd-ctl `cluster`."""
+    what = "PD cluster"
+    value, _ = _document(
+        text_or_obj,
+        what,
+        lambda v: isinstance(v, Mapping) and "id" in v,
+        "object with an 'id'",
+    )
+    return PDCluster(
+        id=_int(value["id"], f"{what}.id"),
+        max_peer_count=_optional_int(value, "max_peer_count", what),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Regions
+
+
+class Region(BaseModel):
+    """One region from `GET /regions` or pd-ctl `region` (sizes in MiB as PD reports them)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: int = Field(description="Region id.")
+    start_key: str = Field(default="", description="Upper-case hex start key; '' = -infinity.")
+    end_key: str = Field(default="", description="Upper-case hex end key; '' = +infinity.")
+    leader_store_id: int | None = Field(
+        default=None, description="Store holding the Raft leader; None if PD knows no leader."
+    )
+    peer_store_ids: list[int] = Field(
+        default_factory=list, description="Stores holding a peer, in PD's order."
+    )
+    approximate_size: int | None = Field(default=None, description="Approximate size, MiB.")
+    approximate_keys: int | None = Field(default=None, description="Approximate key count.")
+
+
+class Regions(BaseModel):
+    """Regions read from PD output; `complete` is False when only part could be read."""
+
+    model_config = ConfigDict(frozen=True)
+
+    count: int = Field(description="The count PD declared (len(regions) when complete).")
+    regions: list[Region] = Field(description="The regions that could be read, in PD's order.")
+    complete: bool = Field(description="Whether every declared region was read.")
+
+
+# A line holding only dots is a human elision ("......" in the v6.1.0 jq-piped sample).
+_ELISION = re.compile(r"^[ \t]*(?:\.{3,}|…)[ \t]*$", re.MULTILINE)
+_DECLARED_COUNT = re.compile(r"\"count\"\s*:\s*(\d+)")
+
+
+def _is_region(value: Any) -> bool:
+    # start_key is never omitted from RegionInfo (FACTS §1.8); peers and epochs lack it.
+    return isinstance(value, Mapping) and "id" in value and "start_key" in value
+
+
+def _region(obj: Mapping[str, Any], where: str) -> Region:
+    region_id = _int(obj.get("id"), f"{where}.id")
+    where = f"{where} (region {region_id})"
+    leader = obj.get("leader")
+    leader_store = None
+    if isinstance(leader, Mapping) and leader.get("store_id") is not None:
+        leader_store = _int(leader["store_id"], f"{where}.leader.store_id")
+    peers = obj.get("peers") or []
+    if not isinstance(peers, list) or not all(isinstance(p, Mapping) for p in peers):
+        raise ParseError(f"{where}.peers: not a list of peer objects")
+    return Region(
+        id=region_id,
+        start_key=str(obj.get("start_key") or ""),
+        end_key=str(obj.get("end_key") or ""),
+        leader_store_id=leader_store,
+        peer_store_ids=[
+            _int(p.get("store_id"), f"{where}.peers[{i}].store_id") for i, p in enumerate(peers)
+        ],
+        approximate_size=_optional_int(obj, "approximate_size", where),
+        approximate_keys=_optional_int(obj, "approximate_keys", where),
+    )
+
+
+def parse_regions(
+    text_or_obj: str | bytes | Mapping[str, Any], *, allow_partial: bool = False
+) -> Regions:
+    """Regions from `GET /regions`, `GET /region/id/{id}` or pd-ctl `region [<id>]`.
+
+    Output that is not whole JSON (truncated, or elided by hand) is a ParseError naming what
+    was missing, unless `allow_partial`: then the region objects that could be read are
+    returned with `complete=False`.
+    """
+    what = "PD regions"
+    value, text = _load(text_or_obj, what)
+    if isinstance(value, str):
+        raise _pd_error(what, value)
+    if value is not _NOT_JSON:
+        if isinstance(value, Mapping) and "regions" in value:
+            # Go marshals an empty slice as null: {"count":0,"regions":null}.
+            items = value["regions"] or []
+            if not isinstance(items, list) or not all(isinstance(r, Mapping) for r in items):
+                raise ParseError(f"{what}: 'regions' is not a list of region objects")
+            regions = [_region(r, f"{what} regions[{i}]") for i, r in enumerate(items)]
+            count = _int(value.get("count", len(regions)), f"{what}.count")
+            return Regions(count=count, regions=regions, complete=count == len(regions))
+        if _is_region(value):
+            return Regions(count=1, regions=[_region(value, what)], complete=True)
+        raise ParseError(
+            f"{what}: expected {{'count', 'regions'}} or one region object, got "
+            f"{_excerpt(text or repr(value))}"
+        )
+    error = _first_error_line(text)
+    if error is not None:
+        raise _pd_error(what, error)
+    found = [_region(v, f"{what} embedded region") for v in _json_values(text) if _is_region(v)]
+    declared = _DECLARED_COUNT.search(text)
+    if not found and declared is None:
+        raise ParseError(
+            f"{what}: no region JSON found in the input (expected pd-ctl `region` or "
+            f"GET /pd/api/v1/regions output); it starts with: {_excerpt(text)}"
+        )
+    count = int(declared.group(1)) if declared is not None else len(found)
+    if allow_partial:
+        return Regions(count=count, regions=found, complete=False)
+    elision = _ELISION.search(text)
+    why = (
+        f"line {text.count(chr(10), 0, elision.start()) + 1} is an elision "
+        f"{elision.group(0).strip()!r}"
+        if elision is not None
+        else "the output looks truncated"
+    )
+    raise ParseError(
+        f"{what}: the output is not whole JSON ({why}): it declares count {count} but only "
+        f"{len(found)} region object(s) could be read (ids {[r.id for r in found]}); "
+        "capture `pd-ctl region` again without editing or cutting it"
+    )
+
+
+def leader_store_counts(regions: Sequence[Region]) -> dict[int, int]:
+    """Number of region leaders per store id (regions without a known leader are skipped)."""
+    counts: dict[int, int] = {}
+    for region in regions:
+        if region.leader_store_id is not None:
+            counts[region.leader_store_id] = counts.get(region.leader_store_id, 0) + 1
+    return dict(sorted(counts.items()))
