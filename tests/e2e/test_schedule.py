@@ -27,6 +27,12 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 BED = Path(__file__).resolve().parents[2] / ".testbed"
 # Noise runs are comparable when the foreign load during them differs by less than this.
 COMPARABLE_CORES = 0.4
+# Steps for the regression test. On 2 cores, 4 client threads oversubscribe the CPUs that
+# MariaDB needs too: measured on a quiet machine, 3 s steps at 4 threads swung 54k-87k QPS
+# (a noise run dropped 25.9% below its baseline median), at 2 threads 84k-101k. So the test
+# measures at 1 and 2 threads, and calls a regression a drop over 40% (the planted neighbour
+# costs 60-80%); production's default bound stays 10% on quieter, bigger machines.
+QUIET_STEPS: dict[str, Any] = {"threads": [1, 2], "durationSeconds": 4, "warmupSeconds": 1}
 LABEL = "tidbbench.io/schedule"
 
 
@@ -332,13 +338,13 @@ def test_a_concurrent_load_planted_in_one_run_is_flagged_and_five_runs_of_noise_
             schedule_manifest(
                 name, mariadb, schedule="0 3 * * *", suspend=True,
                 successfulRunsHistoryLimit=3,
-                regression={"baselineRuns": 5, "maxQpsDropPercent": 25},
+                regression={"baselineRuns": 5, "maxQpsDropPercent": 40},
             ),
         )  # fmt: skip
         noise, verdicts, foreign = [], [], []
         for i in range(1, 6):
             run = f"{name}-noise-{i}"
-            create_run(api, namespace, manual_run(run, name, mariadb, durationSeconds=3))
+            create_run(api, namespace, manual_run(run, name, mariadb, **QUIET_STEPS))
             # Generous: every suite's runs share the one MariaDB target, one at a time.
             wait_run(api, namespace, run, phases=("Preparing", "Running", *FINAL), timeout=300)
             probe = ForeignCpu(BED)
@@ -365,7 +371,7 @@ def test_a_concurrent_load_planted_in_one_run_is_flagged_and_five_runs_of_noise_
         )
 
     planted = f"{name}-planted"
-    create_run(api, namespace, manual_run(planted, name, mariadb, durationSeconds=3))
+    create_run(api, namespace, manual_run(planted, name, mariadb, **QUIET_STEPS))
     # Plant only once the run holds the cluster (other suites' runs wait meanwhile), so the
     # slow-down hits this run alone.
     wait_run(
@@ -377,7 +383,7 @@ def test_a_concurrent_load_planted_in_one_run_is_flagged_and_five_runs_of_noise_
     cond = condition(judged, "Regressed")
     assert cond is not None and cond["status"] == "True", cond
     print(f"\n{planted}: QPS {step_qps(judged)}: {cond['message']}")
-    for threads in (2, 4):
+    for threads in QUIET_STEPS["threads"]:
         values = [n[threads] for n in noise]
         spread = (max(values) - min(values)) / statistics.median(values) * 100
         drop = (statistics.median(values) - step_qps(judged)[threads]) / statistics.median(values)
