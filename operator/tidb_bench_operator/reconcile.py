@@ -371,9 +371,11 @@ class RunReconciler:
         existing = self.kube.jobs(run.namespace, self._step_selector(run, step.index))
         # After a restart some Jobs of this step may exist already: keep their start time
         # so all clients still start together.
-        # One client needs no rendezvous; several get a common start a few seconds ahead.
-        lead = START_LEAD_SECONDS if spec.clients > 1 else 0
-        start_at = _start_at_of(existing) or ctx.now + timedelta(seconds=lead)
+        # One client needs no rendezvous (and cannot be late for one: a slow pod start under
+        # load must not make its step invalid); several get a common start a few seconds ahead.
+        start_at = _start_at_of(existing)
+        if start_at is None and spec.clients > 1:
+            start_at = ctx.now + timedelta(seconds=START_LEAD_SECONDS)
         names = []
         deadline = START_LEAD_SECONDS + spec.warmup_seconds + spec.duration_seconds + 300
         for c in range(spec.clients):
@@ -396,7 +398,8 @@ class RunReconciler:
         step.job_names = names
         msg = (
             f"step {step.index + 1}/{len(st.steps)}: {step.workload} at {step.threads} threads"
-            f" x {spec.clients} client(s), starting at {start_at.isoformat()}"
+            f" x {spec.clients} client(s)"
+            + (f", starting together at {start_at.isoformat()}" if start_at else "")
         )
         _set_condition(st, "Progressing", "True", "StepRunning", msg, ctx.now)
         self._event(ctx, "Normal", "StepStarted", msg)

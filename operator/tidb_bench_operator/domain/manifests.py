@@ -265,9 +265,12 @@ def build_step_runner_args(
     *,
     workload: str,
     threads: int,
-    start_at: datetime,
+    start_at: datetime | None,
 ) -> list[str]:
-    """Arguments of `tidb-bench runner step`: everything but the credentials."""
+    """Arguments of `tidb-bench runner step`: everything but the credentials.
+
+    `start_at` is the rendezvous of a step's clients; None (one client) starts at once.
+    """
     args = [
         "step",
         f"--workload={workload}",
@@ -281,9 +284,9 @@ def build_step_runner_args(
         f"--db={spec.database}",
         f"--tables={spec.dataset.tables}",
         f"--table-size={spec.dataset.table_size}",
-        f"--start-at={start_at.isoformat()}",
-        f"--max-start-skew={MAX_START_SKEW_SECONDS}",
     ]
+    if start_at is not None:
+        args += [f"--start-at={start_at.isoformat()}", f"--max-start-skew={MAX_START_SKEW_SECONDS}"]
     if spec.rand_type:
         args.append(f"--rand-type={spec.rand_type}")
     if spec.ignore_errors:

@@ -252,3 +252,14 @@ def test_a_cut_that_ends_on_a_dash_still_gives_a_dns_label() -> None:
     name = object_name("a" * 53 + "-" + "b" * 20)
     assert DNS_LABEL.match(name)
     assert len(name) <= 63
+
+
+def test_a_single_client_step_has_no_rendezvous_so_it_cannot_start_late() -> None:
+    s = spec(clients=1)
+    ep = compute_endpoint(s, RUN.namespace)
+    alone = build_step_runner_args(s, ep, workload="oltp_point_select", threads=8, start_at=None)
+    assert not any(a.startswith(("--start-at=", "--max-start-skew=")) for a in alone)
+    together = build_step_runner_args(
+        s, ep, workload="oltp_point_select", threads=8, start_at=START
+    )
+    assert f"--start-at={START.isoformat()}" in together
