@@ -30,8 +30,8 @@ COMPARABLE_CORES = 0.4
 # Steps for the regression test. On 2 cores, 4 client threads oversubscribe the CPUs that
 # MariaDB needs too: measured on a quiet machine, 3 s steps at 4 threads swung 54k-87k QPS
 # (a noise run dropped 25.9% below its baseline median), at 2 threads 84k-101k. So the test
-# measures at 1 and 2 threads, and calls a regression a drop over 40% (the planted neighbour
-# costs 60-80%); production's default bound stays 10% on quieter, bigger machines.
+# measures at 1 and 2 threads, and calls a regression a drop over 50% (the planted neighbour
+# costs 55-90%); production's default bound stays 10% on quieter, bigger machines.
 QUIET_STEPS: dict[str, Any] = {"threads": [1, 2], "durationSeconds": 4, "warmupSeconds": 1}
 LABEL = "tidbbench.io/schedule"
 
@@ -338,7 +338,7 @@ def test_a_concurrent_load_planted_in_one_run_is_flagged_and_five_runs_of_noise_
             schedule_manifest(
                 name, mariadb, schedule="0 3 * * *", suspend=True,
                 successfulRunsHistoryLimit=3,
-                regression={"baselineRuns": 5, "maxQpsDropPercent": 40},
+                regression={"baselineRuns": 5, "maxQpsDropPercent": 50},
             ),
         )  # fmt: skip
         noise, verdicts, foreign = [], [], []

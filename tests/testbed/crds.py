@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import yaml
@@ -26,3 +27,25 @@ def install_project_crds(api: Any) -> None:
             body["metadata"]["resourceVersion"] = current.metadata.resource_version
             ext.replace_custom_resource_definition(body["metadata"]["name"], body)
         wait_crd_established(ext, body["metadata"]["name"])
+        wait_discoverable(api, body)
+
+
+def wait_discoverable(api: Any, crd: dict[str, Any], timeout: float = 30) -> None:
+    """Wait until API discovery lists the CRD's resource, not only `Established`.
+
+    A controller started in the gap scans discovery without it and does not serve the
+    resource (seen on a fresh test bed: runs never reconciled).
+    """
+    group = crd["spec"]["group"]
+    plural = crd["spec"]["names"]["plural"]
+    versions = [v["name"] for v in crd["spec"]["versions"] if v.get("served")]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            found = client.CustomObjectsApi(api).get_api_resources(group, versions[0])
+            if any(r.name == plural for r in found.resources):
+                return
+        except ApiException:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"{plural}.{group} not in API discovery after {timeout} s")
