@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 from typing import Any
@@ -63,31 +64,37 @@ class Kube:
         self.version_api: Any = client.VersionApi(api)
 
     # ---- reads -------------------------------------------------------------------------
-    def secret_keys(self, namespace: str, name: str) -> set[str] | None:
-        """The keys a Secret holds (never its values), or None when it does not exist."""
+    def _read(self, what: str, namespace: str, name: str, call: Any) -> JSON | None:
+        """One object by name, or None when it does not exist; other failures are precise.
+
+        A 403 is KubeForbidden, so callers can tell "not allowed here" from "not there".
+        """
         try:
-            sec = _raw(self.core.read_namespaced_secret(name, namespace, _preload_content=False))
+            return _raw(call(_preload_content=False, _request_timeout=TIMEOUT))
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise (KubeForbidden if exc.status == 403 else KubeError)(
-                f"reading Secret {namespace}/{name}: {exc.status} {exc.reason}"
+                f"reading {what} {namespace}/{name}: {exc.status} {exc.reason}"
             ) from exc
+
+    def _secret(self, namespace: str, name: str) -> JSON | None:
+        return self._read(
+            "Secret", namespace, name,
+            lambda **kw: self.core.read_namespaced_secret(name, namespace, **kw),
+        )  # fmt: skip
+
+    def secret_keys(self, namespace: str, name: str) -> set[str] | None:
+        """The keys a Secret holds (never its values), or None when it does not exist."""
+        sec = self._secret(namespace, name)
+        if sec is None:
+            return None
         return set((sec.get("data") or {}).keys()) | set((sec.get("stringData") or {}).keys())
 
     def secret_value(self, namespace: str, name: str, key: str) -> str | None:
         """One decoded Secret value, for an in-memory connection only: never logged or stored."""
-        import base64
-
-        try:
-            sec = _raw(self.core.read_namespaced_secret(name, namespace, _preload_content=False))
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise KubeError(
-                f"reading Secret {namespace}/{name}: {exc.status} {exc.reason}"
-            ) from exc
-        value = (sec.get("data") or {}).get(key)
+        sec = self._secret(namespace, name)
+        value = None if sec is None else (sec.get("data") or {}).get(key)
         return None if value is None else base64.b64decode(value).decode()
 
     def nodes(self) -> list[JSON]:
@@ -133,35 +140,20 @@ class Kube:
         return list(_raw(resp).get("items", []))
 
     def tidb_cluster(self, namespace: str, name: str) -> JSON | None:
-        try:
-            return _raw(
-                self.custom.get_namespaced_custom_object(
-                    "pingcap.com", "v1alpha1", namespace, "tidbclusters", name,
-                    _preload_content=False, _request_timeout=TIMEOUT,
-                )
-            )  # fmt: skip
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise KubeError(
-                f"reading TidbCluster {namespace}/{name}: {exc.status} {exc.reason}"
-            ) from exc
+        return self._read(
+            "TidbCluster", namespace, name,
+            lambda **kw: self.custom.get_namespaced_custom_object(
+                "pingcap.com", "v1alpha1", namespace, "tidbclusters", name, **kw
+            ),
+        )  # fmt: skip
 
     def configmap_data(self, namespace: str, name: str) -> dict[str, str] | None:
         """A ConfigMap's data, or None when it does not exist."""
-        try:
-            cm = _raw(
-                self.core.read_namespaced_config_map(
-                    name, namespace, _preload_content=False, _request_timeout=TIMEOUT
-                )
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise KubeError(
-                f"reading ConfigMap {namespace}/{name}: {exc.status} {exc.reason}"
-            ) from exc
-        return dict(cm.get("data") or {})
+        cm = self._read(
+            "ConfigMap", namespace, name,
+            lambda **kw: self.core.read_namespaced_config_map(name, namespace, **kw),
+        )  # fmt: skip
+        return None if cm is None else dict(cm.get("data") or {})
 
     def server_version(self) -> str:
         return str(self.version_api.get_code().git_version)
@@ -177,19 +169,12 @@ class Kube:
 
     def benchmark_run(self, namespace: str, name: str) -> JSON | None:
         """One BenchmarkRun, or None when it does not exist."""
-        try:
-            return _raw(
-                self.custom.get_namespaced_custom_object(
-                    GROUP, VERSION, namespace, "benchmarkruns", name,
-                    _preload_content=False, _request_timeout=TIMEOUT,
-                )
-            )  # fmt: skip
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise KubeError(
-                f"reading BenchmarkRun {namespace}/{name}: {exc.status} {_message(exc)}"
-            ) from exc
+        return self._read(
+            "BenchmarkRun", namespace, name,
+            lambda **kw: self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, "benchmarkruns", name, **kw
+            ),
+        )  # fmt: skip
 
     def create_benchmark_run(self, body: JSON) -> tuple[JSON, bool]:
         """Create a BenchmarkRun; (the object, True) or, if the name exists, (that one, False)."""
