@@ -206,7 +206,13 @@ def load_report_source(text: str, origin: str) -> tuple[str, dict[str, Any]]:
             if steps and phases == {"Succeeded"}
             else "Running"
         )
-        name = (meta.get("labels") or {}).get("tidbbench.io/run") or meta.get("name", origin)
+        # The owner is the run (its label value is shortened for names over 63 characters).
+        owners = [o for o in meta.get("ownerReferences") or [] if o.get("kind") == "BenchmarkRun"]
+        name = (
+            (owners[0].get("name") if owners else None)
+            or (meta.get("labels") or {}).get("tidbbench.io/run")
+            or meta.get("name", origin)
+        )
         return str(name), {"phase": phase, "steps": steps}
     if doc.get("kind") not in (None, "BenchmarkRun") or not isinstance(doc.get("status"), dict):
         raise TidbBenchError(

@@ -31,6 +31,7 @@ from tidb_bench_operator.domain.manifests import (
     build_runner_service_account,
     build_step_runner_args,
     compute_endpoint,
+    label_value,
     object_name,
     step_job_name,
 )
@@ -364,7 +365,7 @@ class RunReconciler:
 
     # ------------------------------------------------------------------ steps
     def _step_selector(self, run: RunRef, index: int) -> str:
-        return f"{LABEL_RUN}={run.name},{LABEL_ROLE}=step,{LABEL_STEP}={index}"
+        return f"{LABEL_RUN}={label_value(run.name)},{LABEL_ROLE}=step,{LABEL_STEP}={index}"
 
     def _start_step(self, ctx: _Ctx, step: StepStatus) -> None:
         spec, run, st = ctx.spec_(), ctx.run, ctx.st
@@ -541,7 +542,9 @@ class RunReconciler:
         )
         env = st.environment or Environment()
         env.sysbench_version = next((r.sysbench_version for r in valid), env.sysbench_version)
-        pods = self.kube.pods(run.namespace, f"{LABEL_RUN}={run.name},{LABEL_ROLE}=step")
+        pods = self.kube.pods(
+            run.namespace, f"{LABEL_RUN}={label_value(run.name)},{LABEL_ROLE}=step"
+        )
         env.nodes = sorted(
             {str(p["spec"].get("nodeName")) for p in pods if p["spec"].get("nodeName")}
         )
@@ -574,7 +577,7 @@ class RunReconciler:
     def _job_result(self, ctx: _Ctx, job: JSON, role: str, what: str) -> dict[str, Any] | None:
         """The finished dataset Job's result document; None while it runs or once the run failed."""
         run, st = ctx.run, ctx.st
-        selector = f"{LABEL_RUN}={run.name},{LABEL_ROLE}={role}"
+        selector = f"{LABEL_RUN}={label_value(run.name)},{LABEL_ROLE}={role}"
         job = next(iter(self.kube.jobs(run.namespace, selector)), job)
         pods = self.kube.pods(run.namespace, selector)
         unscheduled = _unschedulable(pods)
@@ -605,7 +608,7 @@ class RunReconciler:
 
         What went wrong is already in status and Events, which outlive the pods.
         """
-        self.kube.delete_jobs(ctx.run.namespace, f"{LABEL_RUN}={ctx.run.name}")
+        self.kube.delete_jobs(ctx.run.namespace, f"{LABEL_RUN}={label_value(ctx.run.name)}")
 
     def _after_finish(self, ctx: _Ctx, body: JSON) -> None:
         """ttlSecondsAfterFinished: delete the run's Jobs (and pods) once it has passed."""
@@ -613,7 +616,7 @@ class RunReconciler:
         finished = ctx.st.finished_at
         if ttl is None or finished is None or ctx.now < finished + timedelta(seconds=int(ttl)):
             return
-        self.kube.delete_jobs(ctx.run.namespace, f"{LABEL_RUN}={ctx.run.name}")
+        self.kube.delete_jobs(ctx.run.namespace, f"{LABEL_RUN}={label_value(ctx.run.name)}")
 
     # ------------------------------------------------------------------ status helpers
     def _enter(self, ctx: _Ctx, phase: str, message: str) -> None:

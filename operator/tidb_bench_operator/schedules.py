@@ -30,6 +30,7 @@ from tidb_bench_operator.domain.manifests import (
     RunRef,
     build_event,
     build_scheduled_run,
+    label_value,
 )
 from tidb_bench_operator.domain.models import (
     BenchmarkRunStatus,
@@ -102,7 +103,9 @@ class ScheduleReconciler:
         except SpecError as exc:
             self._invalid(ctx, str(exc))
             return self._finish(ctx, old)
-        runs = self.kube.benchmark_runs_in(ref.namespace, f"{LABEL_SCHEDULE}={ref.name}")
+        runs = self.kube.benchmark_runs_in(
+            ref.namespace, f"{LABEL_SCHEDULE}={label_value(ref.name)}"
+        )
         active = [r for r in runs if _phase(r) not in FINISHED_PHASES]
         finished = [r for r in runs if _phase(r) in FINISHED_PHASES]
         self._record(ctx, spec, finished)

@@ -91,6 +91,20 @@ def test_a_results_configmap_is_read_and_its_phase_derived_from_the_steps() -> N
     assert load_report_source(json.dumps(partial), "cm.json")[1]["phase"] == "Running"
 
 
+def test_a_results_configmap_names_its_run_by_owner_even_when_the_label_is_shortened() -> None:
+    run = "nightly-" + "x" * 80
+    cm = {
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": run[:50] + "-1a2b3c4d",
+            "labels": {"tidbbench.io/run": run[:54] + "-1a2b3c4d"},
+            "ownerReferences": [{"kind": "BenchmarkRun", "name": run, "uid": "u"}],
+        },
+        "data": {"steps.json": json.dumps(STEPS)},
+    }
+    assert load_report_source(yaml.safe_dump(cm), "cm.yaml")[0] == run
+
+
 def test_a_kubectl_list_of_one_run_is_accepted() -> None:
     doc = {"apiVersion": "v1", "kind": "List", "items": [saved_run()]}
     assert load_report_source(yaml.safe_dump(doc), "list.yaml")[0] == "nightly-1"

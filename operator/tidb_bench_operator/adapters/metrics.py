@@ -157,7 +157,14 @@ class Metrics:
         uid = _uid(meta)
         status = _merged_status(body, status_patch)
         ns, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
-        schedule = str((meta.get("labels") or {}).get(LABEL_SCHEDULE, ""))
+        # The owning schedule's name (the label is shortened for names over 63 characters).
+        owners = [
+            o for o in meta.get("ownerReferences") or [] if o.get("kind") == "BenchmarkSchedule"
+        ]
+        schedule = str(
+            (owners[0].get("name") if owners else None)
+            or (meta.get("labels") or {}).get(LABEL_SCHEDULE, "")
+        )
         cluster = cluster_label(body.get("spec") or {})
         values: list[tuple[Gauge, Labels, float]] = []
         for step in status.get("steps") or []:

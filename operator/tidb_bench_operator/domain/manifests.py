@@ -80,6 +80,14 @@ def object_name(*parts: str, limit: int = 63) -> str:
     return f"{name[: limit - 9].rstrip('-')}-{digest}"
 
 
+def label_value(name: str) -> str:
+    """A run or schedule name as a label value: names may have 253 characters, labels 63.
+
+    Longer names keep their beginning and a hash, like object names, so selectors stay exact.
+    """
+    return object_name(name)
+
+
 def step_job_name(run: str, step: int, client: int) -> str:
     """Deterministic Job name: re-creating after a controller restart finds the same Job."""
     return object_name(run, f"s{step}", f"c{client}")
@@ -121,7 +129,9 @@ def build_affinity(
         )
     # Clients of one step on one node would share its CPU and measure the node, not TiDB.
     clients_apart = {
-        "labelSelector": {"matchLabels": {LABEL_RUN: run.name, LABEL_STEP: step_label}},
+        "labelSelector": {
+            "matchLabels": {LABEL_RUN: label_value(run.name), LABEL_STEP: step_label}
+        },
         "topologyKey": "kubernetes.io/hostname",
     }
     mode = spec.placement.anti_affinity
@@ -181,7 +191,7 @@ def build_runner_job(
     image: str | None = None,
 ) -> dict[str, Any]:
     """A one-shot Job running `tidb-bench runner ...` on a bench node."""
-    labels = {**MANAGED_BY, LABEL_RUN: run.name, LABEL_ROLE: role}
+    labels = {**MANAGED_BY, LABEL_RUN: label_value(run.name), LABEL_ROLE: role}
     step_label = "prepare" if step is None else str(step)
     if step is not None:
         labels[LABEL_STEP] = str(step)
@@ -326,7 +336,7 @@ def build_results_configmap(
         "metadata": {
             "name": name,
             "namespace": run.namespace,
-            "labels": {**MANAGED_BY, LABEL_RUN: run.name, LABEL_ROLE: "results"},
+            "labels": {**MANAGED_BY, LABEL_RUN: label_value(run.name), LABEL_ROLE: "results"},
             "ownerReferences": [owner_reference(run)],
         },
         "data": {
@@ -394,7 +404,7 @@ def build_scheduled_run(
     metadata: dict[str, Any] = {
         "name": run_name,
         "namespace": schedule.namespace,
-        "labels": {**MANAGED_BY, LABEL_SCHEDULE: schedule.name},
+        "labels": {**MANAGED_BY, LABEL_SCHEDULE: label_value(schedule.name)},
         "ownerReferences": [
             {
                 "apiVersion": API_VERSION,

@@ -84,6 +84,18 @@ def test_a_steps_numbers_become_gauges_labelled_by_run_schedule_cluster_workload
     assert value(metrics, "tidb_bench_step_qps", threads="128") is None  # not measured yet
 
 
+def test_the_schedule_label_of_a_metric_is_the_owning_schedules_full_name() -> None:
+    # Label values stop at 63 characters, so a long schedule name is shortened in the
+    # run's label; the owner reference keeps it whole.
+    schedule = "nightly-" + "y" * 70
+    body = run_body(steps=STEPS)
+    body["metadata"]["labels"] = {"tidbbench.io/schedule": schedule[:54] + "-0f0f0f0f"}
+    body["metadata"]["ownerReferences"] = [{"kind": "BenchmarkSchedule", "name": schedule}]
+    metrics = Metrics()
+    metrics.observe_run(body)
+    assert value(metrics, "tidb_bench_step_qps", schedule=schedule, threads="64") == 50300.94
+
+
 def test_a_status_patch_is_applied_before_the_numbers_are_read() -> None:
     metrics = Metrics()
     metrics.observe_run(run_body(), {"steps": STEPS, "phase": "Running"})

@@ -28,6 +28,7 @@ from tidb_bench_operator.domain.manifests import (
     build_runner_job,
     build_step_runner_args,
     compute_endpoint,
+    label_value,
     object_name,
     step_job_name,
 )
@@ -159,6 +160,48 @@ def test_a_job_is_owned_by_its_run_and_labelled_for_selection() -> None:
     assert meta["labels"]["tidbbench.io/client"] == "1"
     assert job["spec"]["template"]["metadata"]["labels"] == meta["labels"]
     assert job["spec"]["backoffLimit"] == 0
+
+
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+
+
+def all_label_values(obj: Any) -> list[str]:
+    """Every label value and matchLabels value anywhere in a manifest."""
+    found: list[str] = []
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            if key in ("labels", "matchLabels") and isinstance(value, dict):
+                found.extend(str(v) for v in value.values())
+            else:
+                found.extend(all_label_values(value))
+    elif isinstance(obj, list):
+        for item in obj:
+            found.extend(all_label_values(item))
+    return found
+
+
+def test_a_run_name_longer_than_63_characters_still_gives_valid_labels() -> None:
+    # The API server accepts names of 253 characters; label values stop at 63.
+    long = RunRef("nightly-" + "point-select." * 19 + "sweep", "bench", RUN.uid)
+    assert len(long.name) > 250
+    s = spec(clients=2)
+    ep = compute_endpoint(s, long.namespace)
+    args = build_step_runner_args(s, ep, workload="oltp_point_select", threads=8, start_at=START)
+    job = build_runner_job(
+        long, s, ep, name=step_job_name(long.name, 0, 1), role="step", runner_args=args,
+        step=0, client=1, active_deadline_seconds=100,
+    )  # fmt: skip
+    cm = build_results_configmap(long, object_name(long.name, "results"), {}, [])
+    values = all_label_values(job) + all_label_values(cm)
+    assert label_value(long.name) in values
+    for value in values:
+        assert len(value) <= 63 and LABEL_VALUE.match(value), value
+    # Selection is exact: the label names this run, and a run sharing its first 54
+    # characters gets another value.
+    twin = long.name[:-1] + "x"
+    assert label_value(twin) != label_value(long.name)
+    assert label_value(RUN.name) == RUN.name  # short names are left as they are
+    assert job["metadata"]["ownerReferences"][0]["name"] == long.name
 
 
 # --- ConfigMap and Event -----------------------------------------------------------------------
