@@ -16,6 +16,7 @@ class Settings:
     runner_image: str
     metrics_port: int
     scheduling_timeout_seconds: float
+    crd_wait_seconds: float = 60.0
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -28,4 +29,6 @@ class Settings:
             scheduling_timeout_seconds=float(
                 os.environ.get("TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS", "120")
             ),
+            # How long to wait at start for API discovery to serve our CRDs before exiting.
+            crd_wait_seconds=float(os.environ.get("TIDB_BENCH_CRD_WAIT_SECONDS", "60")),
         )

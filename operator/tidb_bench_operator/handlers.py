@@ -13,7 +13,12 @@ import kopf
 from tidb_bench_operator.adapters.metrics import Metrics
 from tidb_bench_operator.config import Settings
 from tidb_bench_operator.domain.models import GROUP, VERSION
-from tidb_bench_operator.wiring import build_run_reconciler, build_schedule_reconciler
+from tidb_bench_operator.wiring import (
+    CrdsNotServed,
+    build_run_reconciler,
+    build_schedule_reconciler,
+    wait_for_crds,
+)
 
 TERMINAL = ("Succeeded", "Failed", "Cancelled")
 # How often each BenchmarkSchedule is looked at: a run is created at most this long after its
@@ -38,6 +43,12 @@ def on_startup_configure(settings: kopf.OperatorSettings, logger: Any, **_: Any)
     settings.posting.level = logging.WARNING
     logging.getLogger("kopf.objects").addFilter(_QuietTimers())
     cfg = Settings.from_env()
+    # Startup handlers finish before kopf scans API discovery: make sure it will find us.
+    try:
+        wait_for_crds(cfg, logger.info)
+    except CrdsNotServed as exc:
+        logger.error("%s", exc)
+        raise kopf.PermanentError(str(exc)) from exc
     _state["runs"] = build_run_reconciler(cfg)
     logging.getLogger("kopf.objects").addFilter(_QuietMetricsEvents())
     _state["schedules"] = build_schedule_reconciler(cfg)

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
 from tidb_bench_operator import gate
 from tidb_bench_operator.adapters import mysql
-from tidb_bench_operator.adapters.k8s import Kube, load_api_client
+from tidb_bench_operator.adapters.k8s import Kube, KubeError, load_api_client
 from tidb_bench_operator.adapters.pd import make_pd_client
 from tidb_bench_operator.config import Settings
 from tidb_bench_operator.domain.manifests import Endpoint
-from tidb_bench_operator.domain.models import BenchmarkRunSpec
+from tidb_bench_operator.domain.models import GROUP, VERSION, BenchmarkRunSpec
 from tidb_bench_operator.domain.preflight import CheckResult, evaluate
 from tidb_bench_operator.reconcile import PreflightFn, PreflightOutcome, RunReconciler
 from tidb_bench_operator.schedules import ScheduleReconciler
@@ -72,3 +73,56 @@ def build_run_reconciler(cfg: Settings) -> RunReconciler:
 def build_schedule_reconciler(cfg: Settings) -> ScheduleReconciler:
     """A ScheduleReconciler talking to the cluster in `cfg`."""
     return ScheduleReconciler(Kube(load_api_client(cfg.kubeconfig)))
+
+
+#: What API discovery must list before kopf scans it (kopf only looks again on a CRD event).
+SERVED_RESOURCES = ("benchmarkruns", "benchmarkschedules")
+
+
+class CrdsNotServed(Exception):
+    """The API server does not serve our resources: the CRDs are missing or not ready."""
+
+
+def wait_until_served(
+    kube: Kube,
+    *,
+    timeout: float,
+    log: Callable[[str], None],
+    poll: float = 0.5,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Return once discovery lists every resource in SERVED_RESOURCES; else CrdsNotServed.
+
+    kopf scans API discovery once at start and again only when a CRD changes. A controller
+    that starts while its CRDs are being created (`kubectl apply -k deploy/` creates both
+    together) can scan between `Established` and discovery listing the resource, and would
+    then never serve BenchmarkRuns. Waiting here, before kopf's scan, closes that gap.
+    """
+    deadline = clock() + timeout
+    next_note = clock()
+    while True:
+        problem = ""
+        try:
+            served = kube.served_resources(GROUP, VERSION)
+        except KubeError as exc:
+            served, problem = set(), f" ({exc})"
+        missing = [f"{r}.{GROUP}/{VERSION}" for r in SERVED_RESOURCES if r not in served]
+        if not missing:
+            return
+        now = clock()
+        if now >= deadline:
+            raise CrdsNotServed(
+                f"API discovery does not list {', '.join(missing)} after {timeout:.0f} s"
+                f"{problem}; install the CRDs first (kubectl apply -k crds/, or kubectl apply "
+                "-k deploy/ which includes them), or raise TIDB_BENCH_CRD_WAIT_SECONDS"
+            )
+        if now >= next_note:
+            log(f"waiting for API discovery to list {', '.join(missing)}{problem}")
+            next_note = now + 10
+        sleep(poll)
+
+
+def wait_for_crds(cfg: Settings, log: Callable[[str], None]) -> None:
+    """wait_until_served against the cluster in `cfg`."""
+    wait_until_served(Kube(load_api_client(cfg.kubeconfig)), timeout=cfg.crd_wait_seconds, log=log)

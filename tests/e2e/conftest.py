@@ -101,7 +101,7 @@ class Controller:
         self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> None:
+    def start(self, wait_ready: bool = True) -> None:
         env = {**os.environ, **self.env, "KUBECONFIG": str(self.kubeconfig)}
         seen = self.log.stat().st_size if self.log.exists() else 0
         out = self.log.open("ab")
@@ -117,6 +117,8 @@ class Controller:
             )
         finally:
             out.close()
+        if not wait_ready:
+            return
         # Only this start's lines count: after a restart the log already says "ready".
         wait_for(
             lambda: "tidb-bench-operator ready" in self.log.read_text()[seen:],

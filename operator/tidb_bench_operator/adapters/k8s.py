@@ -158,6 +158,18 @@ class Kube:
     def server_version(self) -> str:
         return str(self.version_api.get_code().git_version)
 
+    def served_resources(self, group: str, version: str) -> set[str]:
+        """The resources API discovery lists for group/version; empty when it serves none."""
+        try:
+            found = self.custom.get_api_resources(group, version, _request_timeout=TIMEOUT)
+        except ApiException as exc:
+            if exc.status == 404:
+                return set()
+            raise KubeError(
+                f"API discovery of {group}/{version}: {exc.status} {exc.reason}"
+            ) from exc
+        return {str(r.name) for r in found.resources or []}
+
     # ---- BenchmarkRuns of a schedule (schedules.ScheduleReconciler) ----------------------
     def benchmark_runs_in(self, namespace: str, selector: str) -> list[JSON]:
         """BenchmarkRuns in one namespace matching a label selector."""
