@@ -51,7 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--host", required=True)
     run.add_argument("--port", type=int, default=4000)
     run.add_argument("--user", default=None, help="default: TIDB_BENCH_USER or root")
-    run.add_argument("--pd-url", default=None)
+    run.add_argument(
+        "--pd-url",
+        default=None,
+        help="PD's HTTP address (e.g. http://127.0.0.1:2379): run the controller's PD and "
+        "table checks first, under the spec's preflight policy",
+    )
     run.add_argument("--format", choices=["table", "json"], default="table")
 
     report = sub.add_parser(
@@ -157,6 +162,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         user=creds_user,
         password=os.environ.get("TIDB_BENCH_PASSWORD", ""),
         out=sys.stderr,
+        pd_url=args.pd_url,
     )
     if args.format == "json":
         print(json.dumps(results, indent=2))

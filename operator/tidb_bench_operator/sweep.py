@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
 import yaml
 
+from tidb_bench_operator import gate
+from tidb_bench_operator.adapters import mysql
+from tidb_bench_operator.adapters.pd import HTTPPDClient
 from tidb_bench_operator.domain.analysis import compute_status_summary
-from tidb_bench_operator.domain.models import parse_run_spec
+from tidb_bench_operator.domain.models import BenchmarkRunSpec, parse_run_spec
+from tidb_bench_operator.domain.preflight import (
+    BENCH_NODE_ISOLATION,
+    TOPOLOGY_SPREAD,
+    CheckResult,
+    evaluate,
+)
 from tidb_bench_operator.domain.results import StepResult
 from tidb_bench_operator.domain.sysbench import combine_step_results
 from tidb_bench_operator.errors import SpecError, TidbBenchError
@@ -38,16 +50,125 @@ def load_spec_text(text: str) -> dict[str, Any]:
     return doc
 
 
-def run_local_sweep(
-    text: str, *, host: str, port: int, user: str, password: str, out: TextIO | None
+#: Checks that look at Kubernetes nodes and pods: a run from this machine has neither.
+KUBERNETES_CHECKS = (BENCH_NODE_ISOLATION, TOPOLOGY_SPREAD)
+#: How often failing checks are looked at again within spec.preflight.timeoutSeconds.
+RECHECK_SECONDS = 5.0
+
+
+class _NoCluster:
+    """The gate's Kubernetes reader for a run without Kubernetes (its checks are skipped)."""
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return []
+
+    def pods(self, namespace: str | None, selector: str) -> list[dict[str, Any]]:
+        return []
+
+    def tidb_cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
+
+def local_preflight(
+    spec: BenchmarkRunSpec,
+    *,
+    creds: Credentials,
+    pd_url: str,
+    out: TextIO | None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> dict[str, Any]:
-    """Prepare, run every (workload, threads) step with `clients` local clients, summarise."""
+    """The controller's PD and table checks against `pd_url`, under spec.preflight's policy.
+
+    Failing checks are looked at again every RECHECK_SECONDS until timeoutSeconds, as the
+    controller does (operators drain, a store comes back). Enforce then raises
+    TidbBenchError before anything ran; Warn returns the findings with the results.
+    """
+    skip = set(spec.preflight.skip)
+    local = spec.model_copy(
+        update={
+            "preflight": spec.preflight.model_copy(
+                update={"skip": sorted(skip | set(KUBERNETES_CHECKS))}
+            )
+        }
+    )
+    target = spec.target
+    assert target is not None  # run_local_sweep sets it from --host/--port
+
+    @contextmanager
+    def db() -> Iterator[Any]:
+        dsn = mysql.DSN(target.host or "", target.port, creds.user, creds.password)
+        with mysql.connect(dsn, timeout=5.0) as conn:
+            yield conn
+
+    factory: Any = db
+    deadline = clock() + spec.preflight.timeout_seconds
+    while True:
+        outcome = gate.run_preflight(
+            local, "default", kube=_NoCluster(), pd=HTTPPDClient(pd_url), db=factory
+        )
+        checks = list(outcome.checks) + [
+            CheckResult(name=n, status="Warn", message="skipped by spec.preflight.skip")
+            for n in spec.preflight.skip
+        ]
+        verdict = evaluate(checks, spec.preflight.policy)
+        failing = [c for c in checks if c.status == "Fail"]
+        if verdict.proceed:  # all passed, or Warn: recorded, and the run goes on at once
+            break
+        if clock() >= deadline:
+            raise TidbBenchError(
+                f"{verdict.message} after {spec.preflight.timeout_seconds} s: "
+                + "; ".join(f"{c.name}: {c.message}" for c in failing)
+                + ". Nothing was run. Fix the cluster, or set spec.preflight.policy: Warn to "
+                "record the findings and measure anyway"
+            )
+        if out is not None:
+            out.write(
+                f"tidb-bench: preflight: {', '.join(c.name for c in failing)} failing; checking "
+                f"again in {RECHECK_SECONDS:.0f} s (up to {spec.preflight.timeout_seconds} s)\n"
+            )
+            out.flush()
+        sleep(RECHECK_SECONDS)
+    if out is not None:
+        for c in checks:
+            out.write(f"tidb-bench: preflight {c.status:<4} {c.name}: {c.message}\n")
+        out.write(
+            f"tidb-bench: {verdict.message}; not run here: {', '.join(KUBERNETES_CHECKS)} "
+            "(they need Kubernetes)\n"
+        )
+    return {
+        "policy": spec.preflight.policy,
+        "status": verdict.status,
+        "message": verdict.message,
+        "checks": [c.model_dump(by_alias=True, exclude_defaults=True) for c in checks],
+    }
+
+
+def run_local_sweep(
+    text: str,
+    *,
+    host: str,
+    port: int,
+    user: str,
+    password: str,
+    out: TextIO | None,
+    pd_url: str | None = None,
+) -> dict[str, Any]:
+    """Prepare, run every (workload, threads) step with `clients` local clients, summarise.
+
+    With `pd_url`, the PD checks of the controller's preflight come first (local_preflight).
+    """
     raw = load_spec_text(text)
     # Credentials come from the command line here; the Secret reference is not used.
     raw.setdefault("credentials", {"secretRef": {"name": "unused"}})
     raw["target"] = {**(raw.get("target") or {}), "host": host, "port": port}
+    if pd_url is not None:
+        raw["target"]["pdURL"] = pd_url
     spec = parse_run_spec(raw)
     creds = Credentials(user, password)
+    preflight = None
+    if pd_url is not None and spec.preflight.policy != "Off":
+        preflight = local_preflight(spec, creds=creds, pd_url=pd_url, out=out)
 
     def plan(workload: str, threads: int = 1, start_at: datetime | None = None) -> StepPlan:
         return StepPlan(
@@ -93,12 +214,15 @@ def run_local_sweep(
     summary = compute_status_summary(
         results, spec.workloads, spec.slo.latency_ms if spec.slo else None
     )
-    return {
+    result: dict[str, Any] = {
         "steps": steps,
         "summary": summary.model_dump(by_alias=True, exclude_none=True, mode="json")
         if summary
         else None,
     }
+    if preflight is not None:
+        result["preflight"] = preflight
+    return result
 
 
 def _run_clients(
