@@ -25,6 +25,7 @@ from testbed.runs import (
     run_manifest,
     wait_run,
 )
+from tidb_bench_operator.domain.manifests import label_value
 
 pytestmark = pytest.mark.e2e
 
@@ -325,3 +326,27 @@ def test_the_read_write_example_runs_with_its_ignore_errors_and_extra_args(
         # oltp_read_write: 14 reads, 4 writes and 2 others per transaction (FACTS.md §5.4).
         assert step["qps"] == pytest.approx(20 * step["tps"], rel=0.02)
         assert step["writeQps"] > 0 and step["otherQps"] > 0
+
+
+def test_a_run_named_with_more_than_63_characters_runs_and_is_selectable_by_its_label(
+    api: client.ApiClient,
+    namespace: str,
+    mariadb: dict[str, Any],
+    db_secret: str,
+    controller: Any,
+) -> None:
+    # Names may have 253 characters, label values 63: the run label is shortened with a hash.
+    name = "nightly-point-select-" + "-".join(["sweep"] * 14) + "-2026-11-30"
+    assert len(name) > 63
+    create_run(api, namespace, run_manifest(name, mariadb, threads=[1], durationSeconds=2))
+    run = wait_run(api, namespace, name)
+    assert run["status"]["phase"] == "Succeeded", run["status"]
+    assert run["status"]["steps"][0]["qps"] > 0
+    label = label_value(name)
+    assert len(label) <= 63
+    cms = (
+        client.CoreV1Api(api)
+        .list_namespaced_config_map(namespace, label_selector=f"tidbbench.io/run={label}")
+        .items
+    )
+    assert [cm.metadata.name for cm in cms] == [run["status"]["resultsConfigMap"]]
