@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pymysql
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
@@ -89,7 +91,11 @@ def measure(args: argparse.Namespace, pin: list[str]) -> int:
         "TIDB_BENCH_PASSWORD": str(db["password"]),
         "TIDB_BENCH_USER": str(db["user"]),
     }
-    pw = f"--mysql-password={db['password']}"
+    # The password goes in no argv, as in the tool: a 0600 sysbench --config-file.
+    secrets_dir = tempfile.TemporaryDirectory(prefix="bench-ratio-")
+    cfg = Path(secrets_dir.name) / "sysbench.cfg"
+    cfg.touch(mode=0o600)
+    cfg.write_text(f"mysql-password={db['password']}\n")
     # One dataset for both, prepared by the tool (IfMissing) before the first measurement.
     spec = {
         "apiVersion": "tidbbench.io/v1alpha1",
@@ -108,16 +114,16 @@ def measure(args: argparse.Namespace, pin: list[str]) -> int:
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         json.dump(spec, f)
         run_file = f.name
-    subprocess.run(
-        ["mariadb", f"--host={db['host']}", f"--port={db['port']}", f"--user={db['user']}",
-         pw.replace("--mysql-", "--"), "-e", f"CREATE DATABASE IF NOT EXISTS {database}"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    conn = pymysql.connect(host=str(db["host"]), port=int(str(db["port"])), user=str(db["user"]),
+                           password=str(db["password"]))  # fmt: skip
+    with conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS `{database}`")
 
     def bare() -> float:
         out = subprocess.run(
-            [*pin, "sysbench", *common, f"--threads={args.threads}", f"--time={args.seconds}",
-             f"--report-interval={args.seconds}", "--percentile=95", pw, "run"],
+            [*pin, "sysbench", f"--config-file={cfg}", *common, f"--threads={args.threads}",
+             f"--time={args.seconds}", f"--report-interval={args.seconds}", "--percentile=95",
+             "run"],
             check=True, capture_output=True, text=True,
         ).stdout  # fmt: skip
         line = next(ln for ln in out.splitlines() if ln.strip().startswith("queries:"))
@@ -150,6 +156,7 @@ def measure(args: argparse.Namespace, pin: list[str]) -> int:
             print(f"{i + 1:>6}  {b:>18,.2f}  {t:>18,.2f}  {t / b:>9.4f}", flush=True)
     finally:
         Path(run_file).unlink()
+        secrets_dir.cleanup()
     mb, mt = statistics.median(bares), statistics.median(tools)
     ratio = statistics.median(ratios)
     print(f"{'median':>6}  {mb:>18,.2f}  {mt:>18,.2f}  {ratio:>9.4f}")
