@@ -212,10 +212,10 @@ def load_report_source(text: str, origin: str) -> tuple[str, dict[str, Any]]:
             if steps and phases == {"Succeeded"}
             else "Running"
         )
-        # The owner is the run (its label value is shortened for names over 63 characters).
-        owners = [o for o in meta.get("ownerReferences") or [] if o.get("kind") == "BenchmarkRun"]
+        from tidb_bench_operator.domain.manifests import owner_name
+
         name = (
-            (owners[0].get("name") if owners else None)
+            owner_name(meta, "BenchmarkRun")
             or (meta.get("labels") or {}).get("tidbbench.io/run")
             or meta.get("name", origin)
         )

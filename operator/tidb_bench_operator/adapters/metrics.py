@@ -22,7 +22,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
-from tidb_bench_operator.domain.manifests import LABEL_SCHEDULE
+from tidb_bench_operator.domain.manifests import LABEL_SCHEDULE, owner_name
 
 FINAL_PHASES = frozenset({"Succeeded", "Failed", "Cancelled"})
 STEP_LABELS = ("namespace", "run", "schedule", "cluster", "workload", "threads")
@@ -157,13 +157,8 @@ class Metrics:
         uid = _uid(meta)
         status = _merged_status(body, status_patch)
         ns, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
-        # The owning schedule's name (the label is shortened for names over 63 characters).
-        owners = [
-            o for o in meta.get("ownerReferences") or [] if o.get("kind") == "BenchmarkSchedule"
-        ]
-        schedule = str(
-            (owners[0].get("name") if owners else None)
-            or (meta.get("labels") or {}).get(LABEL_SCHEDULE, "")
+        schedule = owner_name(meta, "BenchmarkSchedule") or str(
+            (meta.get("labels") or {}).get(LABEL_SCHEDULE, "")
         )
         cluster = cluster_label(body.get("spec") or {})
         values: list[tuple[Gauge, Labels, float]] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -86,6 +87,14 @@ def label_value(name: str) -> str:
     Longer names keep their beginning and a hash, like object names, so selectors stay exact.
     """
     return object_name(name)
+
+
+def owner_name(metadata: Mapping[str, Any], kind: str) -> str | None:
+    """The name of the object's first owner of `kind` (labels may hold a shortened one)."""
+    for owner in metadata.get("ownerReferences") or []:
+        if owner.get("kind") == kind and owner.get("name"):
+            return str(owner["name"])
+    return None
 
 
 def step_job_name(run: str, step: int, client: int) -> str:
