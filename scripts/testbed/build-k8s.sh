@@ -17,6 +17,16 @@ BINS=(kube-apiserver kube-scheduler kube-controller-manager)
 have_all() { for b in "${BINS[@]}"; do [ -x "$OUT/$b" ] || return 1; done; }
 if have_all; then echo "k8s $K8S_VERSION: cached in $OUT"; exit 0; fi
 
+# One build at a time per cache: a second `make k8s` (another clone, a parallel make) would
+# wipe the tree the first is compiling. It waits for the first, then finds the binaries.
+mkdir -p "$CACHE"
+exec 9>"$CACHE/build-k8s.lock"
+if ! flock -n 9; then
+  echo "k8s $K8S_VERSION: another build is running in $CACHE; waiting for it"
+  flock 9
+fi
+if have_all; then echo "k8s $K8S_VERSION: cached in $OUT"; exit 0; fi
+
 fail() { echo "build-k8s: FAILED: $1" >&2; echo "build-k8s: log: $LOG" >&2; exit 1; }
 mkdir -p "$CACHE" "$OUT"
 : >"$LOG"
