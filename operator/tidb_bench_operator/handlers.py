@@ -12,7 +12,7 @@ import kopf
 
 from tidb_bench_operator.adapters.metrics import Metrics
 from tidb_bench_operator.config import Settings
-from tidb_bench_operator.domain.models import GROUP, VERSION
+from tidb_bench_operator.domain.models import GROUP, VERSION, is_terminal
 from tidb_bench_operator.wiring import (
     CrdsNotServed,
     build_run_reconciler,
@@ -20,7 +20,6 @@ from tidb_bench_operator.wiring import (
     wait_for_crds,
 )
 
-TERMINAL = ("Succeeded", "Failed", "Cancelled")
 # How often each BenchmarkSchedule is looked at: a run is created at most this long after its
 # fire time. One list call per look, so cheap even for an every-minute schedule.
 SCHEDULE_TICK_SECONDS = 2.0
@@ -30,6 +29,18 @@ _state: dict[str, Any] = {}
 def _plain(body: Any) -> dict[str, Any]:
     """kopf's Body is a live view; reconcilers get an independent plain dict."""
     return dict(json.loads(json.dumps(body, default=dict)))
+
+
+def _ours(body: Any) -> dict[str, Any]:
+    """The object as the reconcilers see it: .status without kopf's own key.
+
+    kopf may keep its bookkeeping in `status.kopf` (older progress storage); reconcilers
+    compute their status patch against what they wrote, so they never see (or remove) it.
+    """
+    plain = _plain(body)
+    if isinstance(plain.get("status"), dict):
+        plain["status"].pop("kopf", None)
+    return plain
 
 
 @kopf.on.startup(id="configure")
@@ -85,7 +96,7 @@ class _QuietMetricsEvents(logging.Filter):
 
 def _needs_reconcile(status: Any, spec: Any, **_: Any) -> bool:
     phase = (status or {}).get("phase")
-    if phase not in TERMINAL:
+    if not is_terminal(phase):
         return True
     # Finished runs only matter while ttlSecondsAfterFinished may still delete their Jobs.
     return (spec or {}).get("ttlSecondsAfterFinished") is not None
@@ -94,7 +105,7 @@ def _needs_reconcile(status: Any, spec: Any, **_: Any) -> bool:
 @kopf.timer(GROUP, VERSION, "benchmarkruns", id="reconcile", interval=1.0, when=_needs_reconcile)
 async def on_timer_benchmarkrun(body: Any, patch: kopf.Patch, **_: Any) -> None:
     """Advance the run one step; blocking client calls run in a worker thread."""
-    out = await asyncio.to_thread(_state["runs"].reconcile, _plain(body))
+    out = await asyncio.to_thread(_state["runs"].reconcile, _ours(body))
     if out.status:
         patch.status.update(out.status)
 
@@ -104,7 +115,7 @@ async def on_timer_benchmarkrun(body: Any, patch: kopf.Patch, **_: Any) -> None:
 )
 async def on_timer_benchmarkschedule(body: Any, patch: kopf.Patch, **_: Any) -> None:
     """Create due runs, record finished ones, flag regressions, trim; blocking calls in a thread."""
-    out = await asyncio.to_thread(_state["schedules"].reconcile, _plain(body))
+    out = await asyncio.to_thread(_state["schedules"].reconcile, _ours(body))
     if out.status:
         patch.status.update(out.status)
 

@@ -7,7 +7,6 @@ as one `TIDB-BENCH-SERIES` line at the end of the log for the results ConfigMap.
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import stat
@@ -22,6 +21,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tidb_bench_operator.adapters import mysql
+from tidb_bench_operator.domain.runner_message import (
+    ClientCpu,
+    DatasetReport,
+    RunnerFailure,
+    StepReport,
+    failure,
+    series_line,
+    termination_text,
+)
 from tidb_bench_operator.domain.sysbench import (
     build_sysbench_argv,
     diagnose_failure,
@@ -31,9 +39,6 @@ from tidb_bench_operator.domain.sysbench import (
 from tidb_bench_operator.errors import SysbenchError, TidbBenchError
 
 TERMINATION_LOG = "/dev/termination-log"
-MAX_TERMINATION_MESSAGE = 4096
-SERIES_MARKER = "TIDB-BENCH-SERIES "
-RESULT_VERSION = 1
 # Above this share of the CPU the client had, the client itself may be the bottleneck
 # (field note 000: a client path capped QPS at 10k while the cluster could do 49k).
 CLIENT_SATURATION_SHARE = 0.9
@@ -166,8 +171,8 @@ def run_step(
     creds: Credentials,
     out: TextIO | None = sys.stdout,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
-) -> dict[str, Any]:
-    """Warm up, measure, parse; returns the result document (raises SysbenchError on failure)."""
+) -> StepReport:
+    """Warm up, measure, parse; returns the step's report (raises SysbenchError on failure)."""
     late = wait_for_start(plan.start_at, now)
     started_at = now()
     common: dict[str, Any] = dict(
@@ -218,48 +223,22 @@ def run_step(
             "give the runner more CPU or add clients"
         )
     notes.extend(parsed.notes)
-    return {
-        "v": RESULT_VERSION,
-        "ok": True,
-        "result": step.to_json_dict(),
-        "startedAt": started_at.isoformat(),
-        "lateSeconds": round(late, 3),
-        "late": late > plan.max_start_skew,
-        "cpu": {"used": round(used, 3), "available": cpus, "saturated": saturated},
-        "notes": notes,
-        "histogram": [[v, c] for v, c in (parsed.histogram or [])],
-        "series": [i.model_dump(mode="json", by_alias=True) for i in parsed.intervals],
-    }
+    return StepReport(
+        result=step,
+        started_at=started_at.isoformat(),
+        late_seconds=round(late, 3),
+        late=late > plan.max_start_skew,
+        cpu=ClientCpu(used=round(used, 3), available=cpus, saturated=saturated),
+        notes=notes,
+        histogram=list(parsed.histogram or []),
+        series=[i.model_dump(mode="json", by_alias=True) for i in parsed.intervals],
+    )
 
 
-def termination_message(doc: dict[str, Any]) -> str:
-    """The compact result for the termination message, within Kubernetes' 4 KiB."""
-    slim = {k: v for k, v in doc.items() if k != "series"}
-    # A copy: trimming must not change the caller's document (it is printed afterwards too).
-    if "notes" in slim:
-        slim["notes"] = list(slim["notes"] or [])
-    text = json.dumps(slim, separators=(",", ":"))
-    if len(text) > MAX_TERMINATION_MESSAGE:
-        # Only needed to merge several clients' percentiles; without it the controller takes
-        # the worst client's value and says so in the step notes.
-        slim.pop("histogram", None)
-        slim["histogramDropped"] = True
-        text = json.dumps(slim, separators=(",", ":"))
-    while len(text) > MAX_TERMINATION_MESSAGE and slim.get("notes"):
-        slim["notes"].pop()
-        text = json.dumps(slim, separators=(",", ":"))
-    # A failure's message (3000 characters) can still be too long once JSON escapes non-ASCII
-    # text as \uXXXX: keep its beginning, which says what failed.
-    while len(text) > MAX_TERMINATION_MESSAGE and isinstance(slim.get("message"), str):
-        over = len(text) - MAX_TERMINATION_MESSAGE
-        slim["message"] = slim["message"][: -max(over // 6, 1) - 1]
-        text = json.dumps(slim, separators=(",", ":"))
-    return text
-
-
-def failure_document(exc: Exception) -> dict[str, Any]:
+def failure_report(exc: Exception) -> RunnerFailure:
+    """The failure message for an exception: a sysbench failure's kind, else its type."""
     kind = exc.kind if isinstance(exc, SysbenchError) else type(exc).__name__
-    return {"v": RESULT_VERSION, "ok": False, "kind": kind, "message": str(exc)[:3000]}
+    return failure(kind, str(exc))
 
 
 # ---------------------------------------------------------------------------- dataset
@@ -269,7 +248,7 @@ def sbtest_tables(n: int) -> list[str]:
 
 def prepare_dataset(
     plan: StepPlan, creds: Credentials, policy: str, out: TextIO | None = sys.stdout
-) -> dict[str, Any]:
+) -> DatasetReport:
     """IfMissing: reuse tables whose row counts match; Always: drop and load; Never: check."""
     dsn = mysql.DSN(plan.host, plan.port, creds.user, creds.password)
     tables = sbtest_tables(plan.tables)
@@ -292,13 +271,13 @@ def prepare_dataset(
                 )
                 + f" (expected {plan.table_size} rows each); load it or set prepare: IfMissing"
             )
-        return {"v": RESULT_VERSION, "ok": True, "action": "verified", "tables": len(tables)}
+        return DatasetReport(action="verified", tables=len(tables))
     if policy == "IfMissing" and not wrong:
         if out is not None:
             out.write(
                 f"tidb-bench: {len(tables)} tables with {plan.table_size} rows exist: reused\n"
             )
-        return {"v": RESULT_VERSION, "ok": True, "action": "reused", "tables": len(tables)}
+        return DatasetReport(action="reused", tables=len(tables))
     common: dict[str, Any] = dict(
         workload=plan.workload,
         host=plan.host,
@@ -328,19 +307,15 @@ def prepare_dataset(
             "fatal", f"sysbench prepare exited {ex.exit_code}: " + ex.output[-500:]
         )
     reason = "missing" if all(c is None for c in counts.values()) else "stale"
-    return {
-        "v": RESULT_VERSION,
-        "ok": True,
-        "action": "prepared",
-        "reason": reason,
-        "tables": len(tables),
-        "seconds": round(ex.wall_seconds, 1),
-    }
+    return DatasetReport(
+        action="prepared", reason=reason, tables=len(tables), seconds=round(ex.wall_seconds, 1)
+    )
 
 
 def cleanup_dataset(
     plan: StepPlan, creds: Credentials, out: TextIO | None = sys.stdout
-) -> dict[str, Any]:
+) -> DatasetReport:
+    """Drop the dataset's tables (`sysbench cleanup`)."""
     argv = build_sysbench_argv(
         command="cleanup",
         workload=plan.workload,
@@ -355,7 +330,7 @@ def cleanup_dataset(
         raise diagnose_failure(parse_sysbench_output(ex.output)) or SysbenchError(
             "fatal", f"sysbench cleanup exited {ex.exit_code}"
         )
-    return {"v": RESULT_VERSION, "ok": True, "action": "cleaned", "tables": plan.tables}
+    return DatasetReport(action="cleaned", tables=plan.tables)
 
 
 # ---------------------------------------------------------------------------- entry point
@@ -419,22 +394,24 @@ def main_runner(args: Any) -> int:
     """`tidb-bench runner ...`: do the action, write the termination message, exit 0/1."""
     plan = plan_from_args(args)
     creds = credentials_from_env()
+    report: StepReport | DatasetReport | RunnerFailure
     try:
         if args.action == "step":
-            doc = run_step(plan, creds)
-            print(SERIES_MARKER + json.dumps({"series": doc["series"]}, separators=(",", ":")))
+            report = run_step(plan, creds)
+            print(series_line(report.series))
         elif args.action == "prepare":
-            doc = prepare_dataset(plan, creds, args.policy)
+            report = prepare_dataset(plan, creds, args.policy)
         else:
-            doc = cleanup_dataset(plan, creds)
+            report = cleanup_dataset(plan, creds)
         code = 0
     except (TidbBenchError, mysql.DatabaseError) as exc:
-        doc = failure_document(exc)
+        report = failure_report(exc)
         print(f"tidb-bench: FAILED: {exc}", file=sys.stderr)
         code = 1
+    text = termination_text(report)
     try:
-        Path(args.termination_log).write_text(termination_message(doc))
+        Path(args.termination_log).write_text(text)
     except OSError as exc:  # outside a pod (no /dev/termination-log): stdout has it all
         print(f"tidb-bench: cannot write {args.termination_log}: {exc}", file=sys.stderr)
-    print("tidb-bench: result " + termination_message(doc))
+    print("tidb-bench: result " + text)
     return code

@@ -39,16 +39,23 @@ from tidb_bench_operator.domain.models import (
     Condition,
     HistoryEntry,
     HistoryStep,
+    is_terminal,
     parse_schedule_spec,
 )
 from tidb_bench_operator.domain.schedule import (
-    FINISHED_PHASES,
     ActiveRun,
     ScheduleDecision,
     ScheduleState,
     decide,
     history_entry,
     trim_history,
+)
+from tidb_bench_operator.domain.status import (
+    condition_reason,
+    parse_time,
+    set_condition,
+    status_patch,
+    utc_now,
 )
 from tidb_bench_operator.errors import SpecError
 
@@ -69,10 +76,6 @@ class ScheduleOutcome:
     deleted: list[str] = field(default_factory=list)
 
 
-def _now() -> datetime:
-    return datetime.now(UTC).replace(microsecond=0)
-
-
 @dataclass
 class _Ctx:
     ref: RunRef
@@ -85,7 +88,7 @@ class _Ctx:
 class ScheduleReconciler:
     """Drives one BenchmarkSchedule: creates due runs, records finished ones, trims."""
 
-    def __init__(self, kube: Kube, *, clock: Callable[[], datetime] = _now) -> None:
+    def __init__(self, kube: Kube, *, clock: Callable[[], datetime] = utc_now) -> None:
         self.kube = kube
         self.clock = clock
 
@@ -106,8 +109,8 @@ class ScheduleReconciler:
         runs = self.kube.benchmark_runs_in(
             ref.namespace, f"{LABEL_SCHEDULE}={label_value(ref.name)}"
         )
-        active = [r for r in runs if _phase(r) not in FINISHED_PHASES]
-        finished = [r for r in runs if _phase(r) in FINISHED_PHASES]
+        active = [r for r in runs if not is_terminal(_phase(r))]
+        finished = [r for r in runs if is_terminal(_phase(r))]
         self._record(ctx, spec, finished)
         self._trim(ctx, spec, finished)
         try:
@@ -183,7 +186,7 @@ class ScheduleReconciler:
         run_ref = RunRef(name, ctx.ref.namespace, run["metadata"].get("uid", ""))
         self._event(ctx, run_ref, "BenchmarkRun", type_, event, text)
         self._event(ctx, ctx.ref, "BenchmarkSchedule", type_, event, f"{name}: {text}")
-        _set_condition(ctx.st.conditions, "Regressed", status, reason, f"{name}: {text}", ctx.now)
+        set_condition(ctx.st.conditions, "Regressed", status, reason, f"{name}: {text}", ctx.now)
         return entry.model_copy(
             update={
                 "baseline_qps": round(statistics.median(peaks), 2) if peaks else None,
@@ -196,7 +199,7 @@ class ScheduleReconciler:
         conditions = [
             Condition.model_validate(c) for c in (run.get("status") or {}).get("conditions") or []
         ]
-        _set_condition(
+        set_condition(
             conditions,
             condition.type,
             condition.status,
@@ -234,7 +237,7 @@ class ScheduleReconciler:
         self, ctx: _Ctx, spec: BenchmarkScheduleSpec, body: JSON, active: Sequence[JSON]
     ) -> None:
         st, ref = ctx.st, ctx.ref
-        created_at = _parse_time(body["metadata"].get("creationTimestamp")) or ctx.now
+        created_at = parse_time(body["metadata"].get("creationTimestamp")) or ctx.now
         state = ScheduleState(
             name=ref.name, created_at=created_at, last_schedule_time=st.last_schedule_time
         )
@@ -249,14 +252,14 @@ class ScheduleReconciler:
         elif decision.action == "skip":
             self._hold(ctx, decision)
         elif spec.suspend:
-            if _set_condition(
+            if set_condition(
                 st.conditions, "Scheduling", "False", "Suspended", decision.reason, ctx.now
             ):
                 self._event(ctx, ref, "BenchmarkSchedule", "Normal", "Suspended", decision.reason)
             st.message = decision.reason
         else:
-            if _reason(st.conditions, "Scheduling") in (None, "Suspended", "InvalidSpec"):
-                _set_condition(
+            if condition_reason(st.conditions, "Scheduling") in (None, "Suspended", "InvalidSpec"):
+                set_condition(
                     st.conditions, "Scheduling", "True", "Waiting", decision.reason, ctx.now
                 )
         st.active = names
@@ -286,7 +289,7 @@ class ScheduleReconciler:
         if new:
             ctx.out.created.append(decision.run_name)
             self._event(ctx, ref, "BenchmarkSchedule", "Normal", "Scheduled", decision.reason)
-        _set_condition(st.conditions, "Scheduling", "True", "Created", decision.reason, ctx.now)
+        set_condition(st.conditions, "Scheduling", "True", "Created", decision.reason, ctx.now)
         return [*names, decision.run_name] if decision.run_name not in names else names
 
     def _hold(self, ctx: _Ctx, decision: ScheduleDecision) -> None:
@@ -300,7 +303,7 @@ class ScheduleReconciler:
         old = next((c for c in st.conditions if c.type == "Scheduling"), None)
         if old is None or old.reason != "ConcurrencyForbid" or due not in old.message:
             self._event(ctx, ctx.ref, "BenchmarkSchedule", "Normal", "Skipped", decision.reason)
-        _set_condition(
+        set_condition(
             st.conditions, "Scheduling", "False", "ConcurrencyForbid", decision.reason, ctx.now
         )
         st.message = decision.reason
@@ -308,9 +311,9 @@ class ScheduleReconciler:
     # ------------------------------------------------------------------ helpers
     def _invalid(self, ctx: _Ctx, message: str) -> None:
         st = ctx.st
-        if _reason(st.conditions, "Scheduling") != "InvalidSpec" or st.message != message:
+        if condition_reason(st.conditions, "Scheduling") != "InvalidSpec" or st.message != message:
             self._event(ctx, ctx.ref, "BenchmarkSchedule", "Warning", "InvalidSpec", message)
-        _set_condition(st.conditions, "Scheduling", "False", "InvalidSpec", message, ctx.now)
+        set_condition(st.conditions, "Scheduling", "False", "InvalidSpec", message, ctx.now)
         st.message = message
 
     def _event(
@@ -330,12 +333,7 @@ class ScheduleReconciler:
         )
 
     def _finish(self, ctx: _Ctx, old: dict[str, Any]) -> ScheduleOutcome:
-        new = ctx.st.model_dump(by_alias=True, exclude_none=True, mode="json")
-        patch: dict[str, Any] = {k: v for k, v in new.items() if old.get(k) != v}
-        for k in old:
-            if k not in new and k != "kopf":
-                patch[k] = None  # merge patch: remove what no longer applies
-        ctx.out.status = patch
+        ctx.out.status = status_patch(old, ctx.st)
         return ctx.out
 
 
@@ -398,51 +396,9 @@ def _finish_order(run: Mapping[str, Any]) -> tuple[str, str, str]:
     return (finished, str(meta.get("creationTimestamp", "")), str(meta["name"]))
 
 
-def _parse_time(text: object) -> datetime | None:
-    if not isinstance(text, str) or not text:
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
 def _active_run(run: Mapping[str, Any]) -> ActiveRun:
     annotations = run["metadata"].get("annotations") or {}
     return ActiveRun(
         name=run["metadata"]["name"],
-        scheduled_time=_parse_time(annotations.get(ANNOTATION_SCHEDULED_AT)),
+        scheduled_time=parse_time(annotations.get(ANNOTATION_SCHEDULED_AT)),
     )
-
-
-def _reason(conditions: Sequence[Condition], type_: str) -> str | None:
-    return next((c.reason for c in conditions if c.type == type_), None)
-
-
-def _set_condition(
-    conditions: list[Condition],
-    type_: str,
-    status: Literal["True", "False", "Unknown"],
-    reason: str,
-    message: str,
-    now: datetime,
-) -> bool:
-    """Upsert a condition (lastTransitionTime moves only when status changes); True if changed."""
-    for i, c in enumerate(conditions):
-        if c.type == type_:
-            changed = c.status != status
-            conditions[i] = Condition(
-                type=type_,
-                status=status,
-                reason=reason,
-                message=message[:2048],
-                last_transition_time=now if changed else c.last_transition_time,
-            )
-            return changed or c.reason != reason
-    conditions.append(
-        Condition(
-            type=type_,
-            status=status,
-            reason=reason,
-            message=message[:2048],
-            last_transition_time=now,
-        )
-    )
-    return True

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
 import yaml
 
-from tidb_bench_operator import gate
 from tidb_bench_operator.adapters import mysql
 from tidb_bench_operator.adapters.pd import HTTPPDClient
 from tidb_bench_operator.domain.analysis import compute_status_summary
@@ -19,12 +17,11 @@ from tidb_bench_operator.domain.models import BenchmarkRunSpec, parse_run_spec
 from tidb_bench_operator.domain.preflight import (
     BENCH_NODE_ISOLATION,
     TOPOLOGY_SPREAD,
-    CheckResult,
-    evaluate,
 )
 from tidb_bench_operator.domain.results import StepResult
-from tidb_bench_operator.domain.sysbench import combine_step_results
+from tidb_bench_operator.domain.runner_message import StepReport, combine_clients
 from tidb_bench_operator.errors import SpecError, TidbBenchError
+from tidb_bench_operator.reconcile import gate
 from tidb_bench_operator.runner import (
     Credentials,
     StepPlan,
@@ -95,23 +92,16 @@ def local_preflight(
     target = spec.target
     assert target is not None  # run_local_sweep sets it from --host/--port
 
-    @contextmanager
-    def db() -> Iterator[Any]:
-        dsn = mysql.DSN(target.host or "", target.port, creds.user, creds.password)
-        with mysql.connect(dsn, timeout=5.0) as conn:
-            yield conn
-
-    factory: Any = db
+    db = mysql.connector(
+        lambda: mysql.DSN(target.host or "", target.port, creds.user, creds.password)
+    )
     deadline = clock() + spec.preflight.timeout_seconds
     while True:
-        outcome = gate.run_preflight(
-            local, "default", kube=_NoCluster(), pd=HTTPPDClient(pd_url), db=factory
+        outcome = gate.with_skipped(
+            gate.run_preflight(local, "default", kube=_NoCluster(), pd=HTTPPDClient(pd_url), db=db),
+            spec,
         )
-        checks = list(outcome.checks) + [
-            CheckResult(name=n, status="Warn", message="skipped by spec.preflight.skip")
-            for n in spec.preflight.skip
-        ]
-        verdict = evaluate(checks, spec.preflight.policy)
+        checks, verdict = outcome.checks, outcome.verdict
         failing = [c for c in checks if c.status == "Fail"]
         if verdict.proceed:  # all passed, or Warn: recorded, and the run goes on at once
             break
@@ -197,18 +187,10 @@ def run_local_sweep(
         for threads in spec.threads:
             # Several local clients start together, as the pods of a step do.
             start_at = datetime.now(UTC) + timedelta(seconds=1) if spec.clients > 1 else None
-            docs = _run_clients(plan(workload, threads, start_at), creds, spec.clients, out)
-            step_results = [StepResult.model_validate(d["result"]) for d in docs]
-            hists = [
-                [(float(v), int(c)) for v, c in d.get("histogram") or []] or None for d in docs
-            ]
-            combined, notes = combine_step_results(step_results, hists)
-            results.append(combined)
-            entry = combined.to_json_dict()
-            entry["notes"] = [n for d in docs for n in d.get("notes", [])] + (
-                notes if len(docs) > 1 else []
-            )
-            steps.append(entry)
+            reports = _run_clients(plan(workload, threads, start_at), creds, spec.clients, out)
+            combined = combine_clients(reports)
+            results.append(combined.result)
+            steps.append({**combined.result.to_json_dict(), "notes": combined.notes})
     if spec.dataset.cleanup:
         cleanup_dataset(plan(spec.workloads[0]), creds, out)
     summary = compute_status_summary(
@@ -227,11 +209,11 @@ def run_local_sweep(
 
 def _run_clients(
     plan: StepPlan, creds: Credentials, clients: int, out: TextIO | None
-) -> list[dict[str, Any]]:
+) -> list[StepReport]:
     """One client runs inline; several run in threads that start together."""
     if clients == 1:
         return [run_step(plan, creds, out)]
-    docs: list[dict[str, Any] | None] = [None] * clients
+    docs: list[StepReport | None] = [None] * clients
     errors: list[BaseException] = []
 
     def one(i: int) -> None:

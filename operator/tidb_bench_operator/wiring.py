@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from tidb_bench_operator import gate
 from tidb_bench_operator.adapters import mysql
 from tidb_bench_operator.adapters.k8s import Kube, KubeError, load_api_client
 from tidb_bench_operator.adapters.pd import make_pd_client
 from tidb_bench_operator.config import Settings
 from tidb_bench_operator.domain.manifests import Endpoint
 from tidb_bench_operator.domain.models import GROUP, VERSION, BenchmarkRunSpec
-from tidb_bench_operator.domain.preflight import CheckResult, evaluate
-from tidb_bench_operator.reconcile import PreflightFn, PreflightOutcome, RunReconciler
+from tidb_bench_operator.reconcile import PreflightFn, PreflightOutcome, RunReconciler, gate
 from tidb_bench_operator.schedules import ScheduleReconciler
 
 
@@ -26,34 +23,15 @@ def build_preflight(kube: Kube, api: Any) -> PreflightFn:
     def preflight(spec: BenchmarkRunSpec, namespace: str, endpoint: Endpoint) -> PreflightOutcome:
         pd = make_pd_client(spec.preflight.pd_transport, endpoint, kube, api)
 
-        @contextmanager
-        def db() -> Iterator[Any]:
+        def dsn() -> mysql.DSN:
             # Read at use, never stored: the password lives only in this call's memory.
             ref = spec.credentials
             user = kube.secret_value(namespace, ref.secret_ref.name, ref.user_key)
             password = kube.secret_value(namespace, ref.secret_ref.name, ref.password_key)
-            dsn = mysql.DSN(endpoint.host, endpoint.port, user or "", password or "")
-            with mysql.connect(dsn, timeout=5.0) as conn:
-                yield conn
+            return mysql.DSN(endpoint.host, endpoint.port, user or "", password or "")
 
-        factory: Any = db
-        out = gate.run_preflight(spec, namespace, kube=kube, pd=pd, db=factory)
-        checks = list(out.checks)
-        # spec.preflight.skip: recorded as Warn so a skipped check is never mistaken for a pass.
-        for name in spec.preflight.skip:
-            checks.append(
-                CheckResult(
-                    name=name,
-                    status="Warn",
-                    message="skipped by spec.preflight.skip; not evaluated",
-                )
-            )
-        return PreflightOutcome(
-            checks=checks,
-            verdict=evaluate(checks, spec.preflight.policy),
-            tidb_version=out.tidb_version,
-            server_version=out.server_version,
-        )
+        out = gate.run_preflight(spec, namespace, kube=kube, pd=pd, db=mysql.connector(dsn))
+        return gate.with_skipped(out, spec)
 
     return preflight
 

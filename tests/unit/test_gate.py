@@ -16,7 +16,7 @@ from tidb_bench_operator.adapters.mysql import DatabaseError
 from tidb_bench_operator.adapters.pd import HTTPPDClient
 from tidb_bench_operator.domain.models import BenchmarkRunSpec
 from tidb_bench_operator.domain.preflight import CHECK_NAMES, CheckResult
-from tidb_bench_operator.gate import DBFactory, PreflightOutcome, run_preflight
+from tidb_bench_operator.reconcile.gate import DBFactory, PreflightOutcome, run_preflight
 
 NS = "tidb-cluster"
 BENCH_LABEL = {"tidbbench.io/bench-node": "true"}

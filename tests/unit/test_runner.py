@@ -24,18 +24,35 @@ from tidb_bench_operator.domain.manifests import (
     compute_endpoint,
 )
 from tidb_bench_operator.domain.models import parse_run_spec
+from tidb_bench_operator.domain.runner_message import (
+    MAX_TERMINATION_MESSAGE,
+    RunnerFailure,
+    StepReport,
+    termination_text,
+)
 from tidb_bench_operator.errors import SysbenchError, TidbBenchError
 from tidb_bench_operator.runner import (
-    MAX_TERMINATION_MESSAGE,
     Credentials,
     StepPlan,
     credentials_from_env,
     exec_sysbench,
-    failure_document,
+    failure_report,
     plan_from_args,
-    termination_message,
     wait_for_start,
 )
+
+
+def termination_message(doc: dict[str, Any] | RunnerFailure) -> str:
+    """The termination message of a step report given as its document (or of a failure)."""
+    return termination_text(
+        doc if isinstance(doc, RunnerFailure) else StepReport.model_validate(doc)
+    )
+
+
+def failure_document(exc: Exception) -> dict[str, Any]:
+    """The runner's failure report for `exc`, as the document the controller reads."""
+    return failure_report(exc).model_dump(by_alias=True, mode="json")
+
 
 PASSWORD = "s3cr3t-pa55-w0rd"
 
@@ -104,8 +121,7 @@ def test_making_the_message_leaves_the_document_unchanged() -> None:
 
 
 def test_a_failure_with_a_long_non_ascii_message_still_fits_in_4_kib() -> None:
-    doc = failure_document(TidbBenchError("表 sbtest1 不存在\n" * 400))
-    text = termination_message(doc)
+    text = termination_message(failure_report(TidbBenchError("表 sbtest1 不存在\n" * 400)))
     assert len(text.encode()) <= MAX_TERMINATION_MESSAGE
     back = json.loads(text)
     assert back["ok"] is False

@@ -23,8 +23,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
 from tidb_bench_operator.domain.manifests import LABEL_SCHEDULE, owner_name
+from tidb_bench_operator.domain.models import is_terminal
 
-FINAL_PHASES = frozenset({"Succeeded", "Failed", "Cancelled"})
 STEP_LABELS = ("namespace", "run", "schedule", "cluster", "workload", "threads")
 RUN_LABELS = ("namespace", "run", "schedule", "cluster")
 SCHEDULE_LABELS = ("namespace", "schedule")
@@ -208,7 +208,7 @@ class Metrics:
         phase = str(status.get("phase") or "Pending")
         before = self._phases.get(uid)
         self._phases[uid] = phase
-        if phase not in FINAL_PHASES or before in FINAL_PHASES:
+        if not is_terminal(phase) or is_terminal(before):
             return
         if before is None:
             # First sight of a finished run: count it only if it finished while we ran

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +63,22 @@ def connect(dsn: DSN, timeout: float = 10.0) -> Iterator[Any]:
         yield conn
     finally:
         conn.close()
+
+
+#: Opens a connection when called (what the preflight gate takes); the DSN is made at that
+#: moment, so a password read from a Secret lives only as long as the connection.
+Connector = Callable[[], AbstractContextManager[Any]]
+
+
+def connector(dsn: Callable[[], DSN], timeout: float = 5.0) -> Connector:
+    """A Connector: each call makes the DSN with `dsn()` and connects with `timeout`."""
+
+    @contextmanager
+    def connection() -> Iterator[Any]:
+        with connect(dsn(), timeout=timeout) as conn:
+            yield conn
+
+    return connection
 
 
 def query(

@@ -6,9 +6,11 @@ import re
 import zoneinfo
 from collections.abc import Mapping
 from datetime import datetime
+from enum import StrEnum
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -28,10 +30,57 @@ GROUP = "tidbbench.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 
-RunPhase = Literal[
-    "Pending", "Preflight", "Preparing", "Running", "Succeeded", "Failed", "Cancelled"
+
+class RunPhase(StrEnum):
+    """Where a BenchmarkRun is in its life (docs/design.md, "A run's life")."""
+
+    PENDING = "Pending"
+    PREFLIGHT = "Preflight"
+    PREPARING = "Preparing"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+
+
+#: The one set of phases a run never leaves: the reconciler, the schedules, the handlers and
+#: the metrics all ask this set whether a run is finished.
+TERMINAL_PHASES: frozenset[RunPhase] = frozenset(
+    {RunPhase.SUCCEEDED, RunPhase.FAILED, RunPhase.CANCELLED}
+)
+#: Phases in which a run is measuring (or about to) and so holds its cluster.
+ACTIVE_PHASES: frozenset[RunPhase] = frozenset(
+    {RunPhase.PREFLIGHT, RunPhase.PREPARING, RunPhase.RUNNING}
+)
+
+
+def is_terminal(phase: object) -> bool:
+    """True for a finished run's phase (a plain string from a dict or a RunPhase)."""
+    return phase in TERMINAL_PHASES
+
+
+class StepPhase(StrEnum):
+    """Where one step of the sweep is."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+def _require_terminal(phase: RunPhase) -> RunPhase:
+    if phase not in TERMINAL_PHASES:
+        raise ValueError(f"{phase.value} is not a final phase")
+    return phase
+
+
+#: A finished run's phase as a schema: HistoryEntry.outcome accepts only these.
+TerminalPhase = Annotated[
+    RunPhase,
+    AfterValidator(_require_terminal),
+    WithJsonSchema({"type": "string", "enum": [p.value for p in RunPhase if p in TERMINAL_PHASES]}),
 ]
-StepPhase = Literal["Pending", "Running", "Succeeded", "Failed"]
+
 CheckStatus = Literal["Pass", "Warn", "Fail"]
 PreflightCheckName = Literal[
     "bench-node-isolation",
@@ -515,7 +564,7 @@ class StepStatus(_Status):
     workload: Workload = Field(description=_result_text("workload"))
     threads: int = Field(ge=1, description=_result_text("threads"))
     phase: StepPhase = Field(
-        default="Pending", description="Pending, Running, Succeeded or Failed."
+        default=StepPhase.PENDING, description="Pending, Running, Succeeded or Failed."
     )
     clients: int | None = Field(default=None, description=_result_text("clients"))
     tps: float | None = Field(default=None, description=_result_text("tps"))
@@ -644,7 +693,7 @@ class BenchmarkRunStatus(_Status):
     """What the controller observed and measured; written only by the controller."""
 
     phase: RunPhase = Field(
-        default="Pending",
+        default=RunPhase.PENDING,
         description="Pending, Preflight, Preparing, Running, Succeeded, Failed or Cancelled.",
     )
     message: str | None = Field(
@@ -775,9 +824,7 @@ class HistoryEntry(_Status):
     """One finished run of a schedule."""
 
     name: str = Field(description="BenchmarkRun name.")
-    outcome: Literal["Succeeded", "Failed", "Cancelled"] = Field(
-        description="The run's final phase."
-    )
+    outcome: TerminalPhase = Field(description="The run's final phase.")
     peak_qps: float | None = Field(default=None, description="The run's peak QPS.")
     baseline_qps: float | None = Field(
         default=None, description="Baseline peak QPS the run was compared with."

@@ -29,6 +29,7 @@ from cronsim import CronSim, CronSimError
 from pydantic import BaseModel, ConfigDict, Field
 
 from tidb_bench_operator.domain.models import (
+    TERMINAL_PHASES,
     BenchmarkRunStatus,
     BenchmarkScheduleSpec,
     HistoryEntry,
@@ -61,8 +62,6 @@ _LOOKBACK = (
     timedelta(days=367),
     timedelta(days=366 * 5),
 )
-
-FINISHED_PHASES = ("Succeeded", "Failed", "Cancelled")
 
 
 class _Model(BaseModel):
@@ -373,22 +372,15 @@ def history_entry(run_name: str, status: BenchmarkRunStatus | Mapping[str, Any])
         if isinstance(status, BenchmarkRunStatus)
         else BenchmarkRunStatus.model_validate(status)
     )
-    if run.phase not in FINISHED_PHASES:
+    if run.phase not in TERMINAL_PHASES:
         raise ValueError(f"run {run_name} is {run.phase}, not finished: it has no history yet")
     peak = run.summary.peak_qps if run.summary is not None else None
     if peak is None:
         values = [s.qps for s in run.steps if s.qps is not None and s.valid is not False]
         peak = max(values) if values else None
-    outcome: Literal["Succeeded", "Failed", "Cancelled"] = (
-        "Succeeded"
-        if run.phase == "Succeeded"
-        else "Cancelled"
-        if run.phase == "Cancelled"
-        else "Failed"
-    )
     return HistoryEntry(
         name=run_name,
-        outcome=outcome,
+        outcome=run.phase,
         peak_qps=peak,
         started_at=run.started_at,
         finished_at=run.finished_at,

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 from tidb_bench_operator.adapters import mysql
@@ -42,8 +41,8 @@ from tidb_bench_operator.errors import ParseError, TidbBenchError
 log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
-DBFactory = Callable[[], AbstractContextManager[Any]]
-"""Opens a MySQL-protocol connection (e.g. `lambda: mysql.connect(dsn)`); it owns the timeouts."""
+DBFactory = mysql.Connector
+"""Opens a MySQL-protocol connection (adapters.mysql.connector); it owns the timeouts."""
 
 _T = TypeVar("_T")
 
@@ -81,6 +80,24 @@ class PreflightOutcome:
     tidb_version: str | None = None
     server_version: str | None = None
     pd_source: str | None = None
+
+
+def with_skipped(outcome: PreflightOutcome, spec: BenchmarkRunSpec) -> PreflightOutcome:
+    """The outcome with every check of spec.preflight.skip recorded as Warn, and judged again.
+
+    A skipped check is never mistaken for a pass: it shows in status (or the local report)
+    as Warn, saying it was not evaluated.
+    """
+    checks = [
+        *outcome.checks,
+        *(
+            CheckResult(
+                name=name, status="Warn", message="skipped by spec.preflight.skip; not evaluated"
+            )
+            for name in spec.preflight.skip
+        ),
+    ]
+    return replace(outcome, checks=checks, verdict=evaluate(checks, spec.preflight.policy))
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,152 @@
+"""Pure readings of the Jobs and pods the controller created (plain camelCase dicts in).
+
+What the reconciler needs to know about a Job or pod — finished or not, placed or not, what
+its runner reported, why it failed — answered from the objects alone, so each rule has one
+home and a direct test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from tidb_bench_operator.domain.manifests import (
+    LABEL_CLIENT,
+    LABEL_ROLE,
+    LABEL_RUN,
+    LABEL_STEP,
+    RunRef,
+    label_value,
+)
+from tidb_bench_operator.domain.runner_message import Report, RunnerFailure, read_report
+
+JSON = Mapping[str, Any]
+#: The label the Job controller puts on a Job's pods (Kubernetes 1.20; later also
+#: batch.kubernetes.io/controller-uid).
+JOB_CONTROLLER_UID = "controller-uid"
+#: The runner's container in every benchmark pod (domain.manifests.build_runner_job).
+RUNNER_CONTAINER = "runner"
+
+
+def run_selector(run: RunRef, role: str | None = None, step: int | None = None) -> str:
+    """The label selector of a run's objects, optionally of one role and one step."""
+    terms = [f"{LABEL_RUN}={label_value(run.name)}"]
+    if role is not None:
+        terms.append(f"{LABEL_ROLE}={role}")
+    if step is not None:
+        terms.append(f"{LABEL_STEP}={step}")
+    return ",".join(terms)
+
+
+def client_index(pod: JSON) -> str:
+    """Which client of its step a pod is (its tidbbench.io/client label; "0" when unset)."""
+    return str((pod["metadata"].get("labels") or {}).get(LABEL_CLIENT, "0"))
+
+
+def job_finished(job: JSON) -> bool:
+    """True once the Job succeeded or failed (by its counts or its conditions)."""
+    s = job.get("status") or {}
+    if s.get("succeeded") or s.get("failed"):
+        return True
+    return any(
+        c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        for c in s.get("conditions") or []
+    )
+
+
+def unschedulable_reason(pods: Sequence[JSON]) -> str:
+    """The scheduler's reason for the first pod it cannot place, or ''."""
+    for pod in pods:
+        if (pod.get("status") or {}).get("phase") != "Pending" or pod["spec"].get("nodeName"):
+            continue
+        for c in (pod.get("status") or {}).get("conditions") or []:
+            if c.get("type") == "PodScheduled" and c.get("status") == "False":
+                return f"pod {pod['metadata']['name']}: {c.get('message') or c.get('reason')}"
+    return ""
+
+
+def pods_of(job: JSON, pods: Sequence[JSON]) -> list[JSON]:
+    """The pods the Job controller created for `job`."""
+    uid = job["metadata"]["uid"]
+    return [p for p in pods if (p["metadata"].get("labels") or {}).get(JOB_CONTROLLER_UID) == uid]
+
+
+@dataclass(frozen=True)
+class Termination:
+    """A terminated container's message (the runner's result) and exit code."""
+
+    message: str
+    exit_code: int | None
+
+
+def termination_of(job: JSON, pods: Sequence[JSON]) -> Termination | None:
+    """The first non-empty termination message of the Job's pods, or None.
+
+    The runner's result comes from here, not from the log: pod status is always readable,
+    while logs need the node (and may be gone).
+    """
+    for pod in pods_of(job, pods):
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            term = (cs.get("state") or {}).get("terminated") or {}
+            if term.get("message"):
+                code = term.get("exitCode")
+                return Termination(str(term["message"]), None if code is None else int(code))
+    return None
+
+
+def runner_report(
+    job: JSON, pods: Sequence[JSON], expected: type[Report]
+) -> Report | RunnerFailure | None:
+    """The runner's report from the Job's termination message; None when it left none."""
+    term = termination_of(job, pods)
+    if term is None:
+        return None
+    return read_report(term.message, expected, exit_code=term.exit_code)
+
+
+def job_failure_text(job: JSON, pods: Sequence[JSON]) -> str:
+    """Why a Job failed when its runner left no result: the Job's condition or the exit code."""
+    for c in (job.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Failed" and c.get("status") == "True":
+            return f"{c.get('reason')}: {c.get('message')}"
+    for pod in pods_of(job, pods):
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            term = (cs.get("state") or {}).get("terminated") or {}
+            if term:
+                return f"runner exited {term.get('exitCode')} ({term.get('reason')})"
+    return "the Job failed without a result"
+
+
+def start_at_of(jobs: Sequence[JSON]) -> datetime | None:
+    """The agreed start time in the runner args of already created step Jobs, if any."""
+    for job in jobs:
+        for c in job["spec"]["template"]["spec"]["containers"]:
+            for a in c.get("args") or []:
+                if a.startswith("--start-at="):
+                    return datetime.fromisoformat(a.split("=", 1)[1])
+    return None
+
+
+def node_names(pods: Sequence[JSON]) -> list[str]:
+    """The nodes the pods were bound to, sorted, without repeats."""
+    return sorted({str(p["spec"]["nodeName"]) for p in pods if p["spec"].get("nodeName")})
+
+
+def cluster_images(tc: JSON) -> tuple[dict[str, str], dict[str, int]]:
+    """A TidbCluster's image and replicas per component (pd, tikv, tidb, tiflash)."""
+    spec = tc.get("spec") or {}
+    version = spec.get("version", "")
+    images, replicas = {}, {}
+    for comp in ("pd", "tikv", "tidb", "tiflash"):
+        c = spec.get(comp)
+        if not isinstance(c, dict):
+            continue
+        base = c.get("baseImage") or f"pingcap/{comp}"
+        images[comp] = (
+            f"{base}:{c.get('version') or version}" if (c.get("version") or version) else base
+        )
+        if "replicas" in c:
+            replicas[comp] = int(c["replicas"])
+    return images, replicas

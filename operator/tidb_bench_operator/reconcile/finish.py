@@ -1,0 +1,50 @@
+"""The end of a run: clean the dataset up if asked, summarise, record the environment; and
+after the end, delete its Jobs once `ttlSecondsAfterFinished` has passed.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from tidb_bench_operator.domain import analysis
+from tidb_bench_operator.domain.jobs import cluster_images, node_names, run_selector
+from tidb_bench_operator.domain.models import Environment, RunPhase
+from tidb_bench_operator.reconcile.context import RunContext, RunState
+from tidb_bench_operator.reconcile.dataset import dataset_job
+
+
+def finish(ctx: RunContext) -> None:
+    """All steps are done: the optional cleanup Job, then the summary, then Succeeded."""
+    spec, run, st = ctx.spec, ctx.run, ctx.st
+    if spec.dataset.cleanup and dataset_job(ctx, "cleanup", "dataset cleanup") is None:
+        return
+    results = [s.to_result() for s in st.steps if s.valid]
+    valid = [r for r in results if r is not None]
+    st.summary = analysis.compute_status_summary(
+        valid, spec.workloads, spec.slo.latency_ms if spec.slo else None
+    )
+    env = st.environment or Environment()
+    env.sysbench_version = next((r.sysbench_version for r in valid), env.sysbench_version)
+    env.nodes = node_names(ctx.kube.pods(run.namespace, run_selector(run, role="step")))
+    ep = ctx.endpoint
+    if ep.cluster_name is not None:
+        tc = ctx.kube.tidb_cluster(ep.cluster_namespace, ep.cluster_name)
+        if tc is not None:
+            env.images, env.replicas = cluster_images(tc)
+    st.environment = env
+    st.current_step = len(st.steps)
+    st.finished_at = ctx.now
+    headline = (st.summary.headline if st.summary else None) or "no valid step"
+    ctx.condition("Progressing", "False", "Complete", "all steps done")
+    ctx.condition("Complete", "True", "Succeeded", headline)
+    st.message = headline
+    ctx.enter(RunPhase.SUCCEEDED, headline)
+
+
+def expire(state: RunState) -> None:
+    """A finished run: delete its Jobs (and pods) once ttlSecondsAfterFinished has passed."""
+    ttl = (state.body.get("spec") or {}).get("ttlSecondsAfterFinished")
+    finished = state.st.finished_at
+    if ttl is None or finished is None or state.now < finished + timedelta(seconds=int(ttl)):
+        return
+    state.delete_jobs()
