@@ -31,6 +31,8 @@ lint: venv
 
 types: venv
 	$(BIN)/mypy
+	# The tests' fakes against the Protocols they stand in for (tests/conformance.py).
+	MYPYPATH=operator:tests $(BIN)/mypy --strict --follow-imports=silent tests/conformance.py
 
 contracts: venv
 	$(BIN)/lint-imports

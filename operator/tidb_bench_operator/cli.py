@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tidb_bench_operator import __version__
+from tidb_bench_operator.config import credentials_from_env, kubeconfig_from_env
 from tidb_bench_operator.errors import TidbBenchError
 
 
@@ -154,13 +154,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     """`tidb-bench run -f RUN.yaml --host H`: the sweep from this machine, no Kubernetes."""
     from tidb_bench_operator.sweep import run_local_sweep
 
-    creds_user = args.user or os.environ.get("TIDB_BENCH_USER", "root")
+    creds = credentials_from_env()
     results = run_local_sweep(
         _read(args.file),
         host=args.host,
         port=args.port,
-        user=creds_user,
-        password=os.environ.get("TIDB_BENCH_PASSWORD", ""),
+        user=args.user or creds.user,
+        password=creds.password,
         out=sys.stderr,
         pd_url=args.pd_url,
     )
@@ -234,7 +234,7 @@ def _report_source(ref: str, namespace: str | None) -> tuple[str, dict[str, Any]
         return load_report_source(_read(ref), ref)
     from tidb_bench_operator.adapters.k8s import Kube, KubeError, context_namespace, load_api_client
 
-    kubeconfig = os.environ.get("KUBECONFIG") or None
+    kubeconfig = kubeconfig_from_env()
     ns = namespace or context_namespace(kubeconfig)
     try:
         run = Kube(load_api_client(kubeconfig)).benchmark_run(ns, ref)

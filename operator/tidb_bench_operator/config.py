@@ -1,11 +1,37 @@
-"""Controller settings, from the environment (the Deployment sets them)."""
+"""Everything the program reads from its environment, in one place.
+
+`Settings` is the controller's (the Deployment sets the variables); `credentials_from_env`
+is the benchmark pod's and `tidb-bench run`'s (the runner Job maps the Secret to them);
+`kubeconfig_from_env` is the command line's. No other module reads os.environ.
+
+    KUBECONFIG                            kubeconfig file; unset in a pod: in-cluster config
+    TIDB_BENCH_RUNNER_IMAGE               image of the benchmark Jobs
+    TIDB_BENCH_METRICS_PORT               Prometheus port (default 9090; empty or 0: off)
+    TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS how long a pod may stay unschedulable (120)
+    TIDB_BENCH_CRD_WAIT_SECONDS           how long to wait at start for the CRDs (60)
+    TIDB_BENCH_DEBUG                      non-empty: kopf's verbose logging
+    TIDB_BENCH_LIVENESS                   kopf's liveness endpoint (empty: none)
+    TIDB_BENCH_USER, TIDB_BENCH_PASSWORD  the database credentials of the runner
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tidb_bench_operator.domain.manifests import DEFAULT_IMAGE
+from tidb_bench_operator.domain.manifests import DEFAULT_IMAGE, PASSWORD_ENV, USER_ENV
+
+DEFAULT_LIVENESS = "http://0.0.0.0:8080/healthz"
+
+
+def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
+    return os.environ if env is None else env
+
+
+def kubeconfig_from_env(env: Mapping[str, str] | None = None) -> str | None:
+    """KUBECONFIG, or None (in a pod: the in-cluster configuration)."""
+    return _env(env).get("KUBECONFIG") or None
 
 
 @dataclass(frozen=True)
@@ -17,18 +43,38 @@ class Settings:
     metrics_port: int
     scheduling_timeout_seconds: float
     crd_wait_seconds: float = 60.0
+    debug: bool = False
+    liveness_endpoint: str | None = DEFAULT_LIVENESS
 
     @classmethod
-    def from_env(cls) -> Settings:
-        """From KUBECONFIG (unset in a pod: in-cluster) and the TIDB_BENCH_* variables."""
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """From KUBECONFIG and the TIDB_BENCH_* variables (see the module's docstring)."""
+        e = _env(env)
         return cls(
-            kubeconfig=os.environ.get("KUBECONFIG") or None,
-            runner_image=os.environ.get("TIDB_BENCH_RUNNER_IMAGE", DEFAULT_IMAGE),
+            kubeconfig=kubeconfig_from_env(e),
+            runner_image=e.get("TIDB_BENCH_RUNNER_IMAGE", DEFAULT_IMAGE),
             # Empty or 0 turns the metrics endpoint off.
-            metrics_port=int(os.environ.get("TIDB_BENCH_METRICS_PORT", "9090") or 0),
-            scheduling_timeout_seconds=float(
-                os.environ.get("TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS", "120")
-            ),
+            metrics_port=int(e.get("TIDB_BENCH_METRICS_PORT", "9090") or 0),
+            scheduling_timeout_seconds=float(e.get("TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS", "120")),
             # How long to wait at start for API discovery to serve our CRDs before exiting.
-            crd_wait_seconds=float(os.environ.get("TIDB_BENCH_CRD_WAIT_SECONDS", "60")),
+            crd_wait_seconds=float(e.get("TIDB_BENCH_CRD_WAIT_SECONDS", "60")),
+            debug=bool(e.get("TIDB_BENCH_DEBUG")),
+            liveness_endpoint=e.get("TIDB_BENCH_LIVENESS", DEFAULT_LIVENESS) or None,
         )
+
+
+@dataclass
+class Credentials:
+    """Database user and password, from the environment (a Secret in Kubernetes)."""
+
+    user: str
+    password: str
+
+    def __repr__(self) -> str:
+        return f"Credentials(user={self.user!r}, password=***)"
+
+
+def credentials_from_env(env: Mapping[str, str] | None = None) -> Credentials:
+    """TIDB_BENCH_USER (default root) and TIDB_BENCH_PASSWORD (default empty)."""
+    e = _env(env)
+    return Credentials(e.get(USER_ENV, "root"), e.get(PASSWORD_ENV, ""))

@@ -1,4 +1,23 @@
-"""The project's exception tree: every error a user can act on says what, where and what to do."""
+"""The project's exception tree: every error a user can act on says what, where and what to do.
+
+Everything this package raises on purpose derives from TidbBenchError; adapters convert
+their clients' exceptions (kubernetes, urllib3, pymysql, sockets) into these at their
+boundary, so no caller needs to know a client library. The tree (a unit test keeps this
+drawing equal to the classes):
+
+    TidbBenchError
+    ├── SpecError             errors            a spec or run file is invalid (names the field)
+    ├── ParseError            errors            tool output could not be understood
+    ├── SysbenchError         errors            sysbench ran and failed (`kind`)
+    ├── PDError               errors            PD unreachable or answering an error
+    │   ├── PDUnreachableError  adapters.pd     no answer at all
+    │   ├── PDResponseError     adapters.pd     a non-200 answer
+    │   └── PDExecError         adapters.pd     pd-ctl could not run in the PD pod
+    ├── DatabaseError         adapters.mysql    the database refused or could not be reached
+    ├── KubeError             adapters.k8s      an API call failed
+    │   └── KubeForbidden       adapters.k8s    403: a RoleBinding is missing
+    └── CrdsNotServed         wiring            the CRDs are not served at start
+"""
 
 
 class TidbBenchError(Exception):

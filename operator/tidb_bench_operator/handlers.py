@@ -1,11 +1,18 @@
-"""Every kopf registration, kept thin: handlers hand plain dicts to the reconcilers."""
+"""Every kopf registration, kept thin: handlers hand plain dicts to the reconcilers.
+
+What kopf knows stays here: its settings, its `status.kopf` key (taken out before a
+reconciler sees a body), its timers and its memo. The reconcilers and the metrics are built
+once at startup and kept in kopf's memo (`memo.controller`), which kopf copies into each
+object's own memo; that per-object memo also holds when to look at the object again.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
-import os
+import time
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
@@ -13,6 +20,8 @@ import kopf
 from tidb_bench_operator.adapters.metrics import Metrics
 from tidb_bench_operator.config import Settings
 from tidb_bench_operator.domain.models import GROUP, VERSION, is_terminal
+from tidb_bench_operator.reconcile import RunReconciler
+from tidb_bench_operator.schedules import ScheduleReconciler
 from tidb_bench_operator.wiring import (
     CrdsNotServed,
     build_run_reconciler,
@@ -20,10 +29,25 @@ from tidb_bench_operator.wiring import (
     wait_for_crds,
 )
 
+#: How often each active BenchmarkRun is looked at (unless it asked for a later look).
+RUN_TICK_SECONDS = 1.0
 # How often each BenchmarkSchedule is looked at: a run is created at most this long after its
 # fire time. One list call per look, so cheap even for an every-minute schedule.
 SCHEDULE_TICK_SECONDS = 2.0
-_state: dict[str, Any] = {}
+
+
+@dataclass(frozen=True)
+class Controller:
+    """What the handlers work with, built once at startup."""
+
+    runs: RunReconciler
+    schedules: ScheduleReconciler
+    metrics: Metrics
+
+
+def _controller(memo: kopf.Memo) -> Controller | None:
+    found = memo.get("controller")
+    return found if isinstance(found, Controller) else None
 
 
 def _plain(body: Any) -> dict[str, Any]:
@@ -44,7 +68,9 @@ def _ours(body: Any) -> dict[str, Any]:
 
 
 @kopf.on.startup(id="configure")
-def on_startup_configure(settings: kopf.OperatorSettings, logger: Any, **_: Any) -> None:
+def on_startup_configure(
+    settings: kopf.OperatorSettings, memo: kopf.Memo, logger: Any, **_: Any
+) -> None:
     """Keep kopf's bookkeeping in annotations: our status schema is ours alone."""
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="tidbbench.io")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -60,10 +86,11 @@ def on_startup_configure(settings: kopf.OperatorSettings, logger: Any, **_: Any)
     except CrdsNotServed as exc:
         logger.error("%s", exc)
         raise kopf.PermanentError(str(exc)) from exc
-    _state["runs"] = build_run_reconciler(cfg)
     logging.getLogger("kopf.objects").addFilter(_QuietMetricsEvents())
-    _state["schedules"] = build_schedule_reconciler(cfg)
-    _state["metrics"] = metrics = Metrics()
+    metrics = Metrics()
+    memo["controller"] = Controller(
+        runs=build_run_reconciler(cfg), schedules=build_schedule_reconciler(cfg), metrics=metrics
+    )
     if cfg.metrics_port:
         try:
             metrics.serve(cfg.metrics_port)
@@ -102,10 +129,24 @@ def _needs_reconcile(status: Any, spec: Any, **_: Any) -> bool:
     return (spec or {}).get("ttlSecondsAfterFinished") is not None
 
 
-@kopf.timer(GROUP, VERSION, "benchmarkruns", id="reconcile", interval=1.0, when=_needs_reconcile)
-async def on_timer_benchmarkrun(body: Any, patch: kopf.Patch, **_: Any) -> None:
-    """Advance the run one step; blocking client calls run in a worker thread."""
-    out = await asyncio.to_thread(_state["runs"].reconcile, _ours(body))
+@kopf.timer(
+    GROUP, VERSION, "benchmarkruns", id="reconcile", interval=RUN_TICK_SECONDS,
+    when=_needs_reconcile,
+)  # fmt: skip
+async def on_timer_benchmarkrun(body: Any, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
+    """Advance the run one step; blocking client calls run in a worker thread.
+
+    A run that asked to be looked at later than the next tick (it waits for preflight's
+    next attempt, or for the scheduler) is skipped until then.
+    """
+    controller = _controller(memo)
+    now = time.monotonic()
+    if controller is None or now < memo.get("look_again_at", 0.0):
+        return
+    out = await asyncio.to_thread(controller.runs.reconcile, _ours(body))
+    hint = out.requeue_seconds or 0.0
+    # Half a tick early: the timer's next firing after that point is the wanted one.
+    memo["look_again_at"] = now + hint - RUN_TICK_SECONDS / 2 if hint > RUN_TICK_SECONDS else 0.0
     if out.status:
         patch.status.update(out.status)
 
@@ -113,9 +154,14 @@ async def on_timer_benchmarkrun(body: Any, patch: kopf.Patch, **_: Any) -> None:
 @kopf.timer(
     GROUP, VERSION, "benchmarkschedules", id="reconcile-schedule", interval=SCHEDULE_TICK_SECONDS
 )
-async def on_timer_benchmarkschedule(body: Any, patch: kopf.Patch, **_: Any) -> None:
+async def on_timer_benchmarkschedule(
+    body: Any, patch: kopf.Patch, memo: kopf.Memo, **_: Any
+) -> None:
     """Create due runs, record finished ones, flag regressions, trim; blocking calls in a thread."""
-    out = await asyncio.to_thread(_state["schedules"].reconcile, _ours(body))
+    controller = _controller(memo)
+    if controller is None:
+        return
+    out = await asyncio.to_thread(controller.schedules.reconcile, _ours(body))
     if out.status:
         patch.status.update(out.status)
 
@@ -124,11 +170,12 @@ async def on_timer_benchmarkschedule(body: Any, patch: kopf.Patch, **_: Any) -> 
 # back as an event, finished runs (no longer reconciled) are listed again after a restart,
 # and a deletion is an event too, so no series outlives its object.
 @kopf.on.event(GROUP, VERSION, "benchmarkruns", id="metrics-run")
-def on_event_benchmarkrun(body: Any, type: str | None = None, **_: Any) -> None:
+def on_event_benchmarkrun(body: Any, memo: kopf.Memo, type: str | None = None, **_: Any) -> None:
     """Keep the run's metric series equal to its status."""
-    metrics = _state.get("metrics")
-    if metrics is None:
+    controller = _controller(memo)
+    if controller is None:
         return
+    metrics = controller.metrics
     if type == "DELETED":
         metrics.forget_run(_plain(body))
     else:
@@ -136,11 +183,14 @@ def on_event_benchmarkrun(body: Any, type: str | None = None, **_: Any) -> None:
 
 
 @kopf.on.event(GROUP, VERSION, "benchmarkschedules", id="metrics-schedule")
-def on_event_benchmarkschedule(body: Any, type: str | None = None, **_: Any) -> None:
+def on_event_benchmarkschedule(
+    body: Any, memo: kopf.Memo, type: str | None = None, **_: Any
+) -> None:
     """Keep the schedule's metric series equal to its status."""
-    metrics = _state.get("metrics")
-    if metrics is None:
+    controller = _controller(memo)
+    if controller is None:
         return
+    metrics = controller.metrics
     if type == "DELETED":
         metrics.forget_schedule(_plain(body))
     else:
@@ -149,11 +199,11 @@ def on_event_benchmarkschedule(body: Any, type: str | None = None, **_: Any) -> 
 
 def run_operator(namespaces: list[str] | None = None) -> None:
     """Run the controller until interrupted (what `tidb-bench operator` does)."""
-    kopf.configure(verbose=bool(os.environ.get("TIDB_BENCH_DEBUG")))
+    cfg = Settings.from_env()
+    kopf.configure(verbose=cfg.debug)
     kopf.run(
         standalone=True,
         clusterwide=not namespaces,
         namespaces=namespaces or [],
-        liveness_endpoint=os.environ.get("TIDB_BENCH_LIVENESS", "http://0.0.0.0:8080/healthz")
-        or None,
+        liveness_endpoint=cfg.liveness_endpoint,
     )

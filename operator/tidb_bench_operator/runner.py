@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tidb_bench_operator.adapters import mysql
+from tidb_bench_operator.config import Credentials, credentials_from_env
 from tidb_bench_operator.domain.runner_message import (
     ClientCpu,
     DatasetReport,
@@ -65,23 +66,6 @@ class StepPlan:
     extra_args: list[str] = field(default_factory=list)
     start_at: datetime | None = None
     max_start_skew: float = 3.0
-
-
-@dataclass
-class Credentials:
-    """Database user and password, from the environment (a Secret in Kubernetes)."""
-
-    user: str
-    password: str
-
-    def __repr__(self) -> str:
-        return f"Credentials(user={self.user!r}, password=***)"
-
-
-def credentials_from_env(env: dict[str, str] | None = None) -> Credentials:
-    """TIDB_BENCH_USER (default root) and TIDB_BENCH_PASSWORD (default empty)."""
-    e = os.environ if env is None else env
-    return Credentials(e.get("TIDB_BENCH_USER", "root"), e.get("TIDB_BENCH_PASSWORD", ""))
 
 
 # ---------------------------------------------------------------------------- sysbench exec

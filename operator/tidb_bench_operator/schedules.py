@@ -18,11 +18,11 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import ValidationError
 
-from tidb_bench_operator.adapters.k8s import JSON, Kube
+from tidb_bench_operator.adapters.k8s import JSON
 from tidb_bench_operator.domain.analysis import RegressionVerdict, StepComparison, detect_regression
 from tidb_bench_operator.domain.manifests import (
     ANNOTATION_SCHEDULED_AT,
@@ -66,6 +66,33 @@ MIN_FAILED_HISTORY = 3
 StepKey = tuple[str, int]
 
 
+class ScheduleKube(Protocol):
+    """The Kubernetes operations the schedule reconciler uses (adapters.k8s.Kube has them).
+
+    Failures other than "not found" raise adapters.k8s.KubeError.
+    """
+
+    def benchmark_runs_in(self, namespace: str, selector: str) -> list[JSON]:
+        """BenchmarkRuns in one namespace matching a label selector."""
+        ...
+
+    def create_benchmark_run(self, body: JSON) -> tuple[JSON, bool]:
+        """Create a run; (the object, True), or (the existing one of that name, False)."""
+        ...
+
+    def delete_benchmark_run(self, namespace: str, name: str) -> bool:
+        """Delete a run; False when it was already gone."""
+        ...
+
+    def patch_benchmark_run_status(self, namespace: str, name: str, status: JSON) -> None:
+        """Merge-patch a run's status."""
+        ...
+
+    def create_event(self, body: JSON) -> None:
+        """Post an Event (best effort)."""
+        ...
+
+
 @dataclass
 class ScheduleOutcome:
     """The result of one reconcile: a merge patch for .status and the events posted."""
@@ -88,7 +115,7 @@ class _Ctx:
 class ScheduleReconciler:
     """Drives one BenchmarkSchedule: creates due runs, records finished ones, trims."""
 
-    def __init__(self, kube: Kube, *, clock: Callable[[], datetime] = utc_now) -> None:
+    def __init__(self, kube: ScheduleKube, *, clock: Callable[[], datetime] = utc_now) -> None:
         self.kube = kube
         self.clock = clock
 

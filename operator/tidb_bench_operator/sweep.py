@@ -12,6 +12,7 @@ import yaml
 
 from tidb_bench_operator.adapters import mysql
 from tidb_bench_operator.adapters.pd import HTTPPDClient
+from tidb_bench_operator.config import Credentials
 from tidb_bench_operator.domain.analysis import compute_status_summary
 from tidb_bench_operator.domain.models import BenchmarkRunSpec, parse_run_spec
 from tidb_bench_operator.domain.preflight import (
@@ -23,7 +24,6 @@ from tidb_bench_operator.domain.runner_message import StepReport, combine_client
 from tidb_bench_operator.errors import SpecError, TidbBenchError
 from tidb_bench_operator.reconcile import gate
 from tidb_bench_operator.runner import (
-    Credentials,
     StepPlan,
     cleanup_dataset,
     prepare_dataset,

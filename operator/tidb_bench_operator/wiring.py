@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from tidb_bench_operator.adapters import mysql
 from tidb_bench_operator.adapters.k8s import Kube, KubeError, load_api_client
@@ -13,6 +13,7 @@ from tidb_bench_operator.adapters.pd import make_pd_client
 from tidb_bench_operator.config import Settings
 from tidb_bench_operator.domain.manifests import Endpoint
 from tidb_bench_operator.domain.models import GROUP, VERSION, BenchmarkRunSpec
+from tidb_bench_operator.errors import TidbBenchError
 from tidb_bench_operator.reconcile import PreflightFn, PreflightOutcome, RunReconciler, gate
 from tidb_bench_operator.schedules import ScheduleReconciler
 
@@ -57,12 +58,20 @@ def build_schedule_reconciler(cfg: Settings) -> ScheduleReconciler:
 SERVED_RESOURCES = ("benchmarkruns", "benchmarkschedules")
 
 
-class CrdsNotServed(Exception):
+class CrdsNotServed(TidbBenchError):
     """The API server does not serve our resources: the CRDs are missing or not ready."""
 
 
+class Discovery(Protocol):
+    """API discovery, as wait_until_served reads it (adapters.k8s.Kube has it)."""
+
+    def served_resources(self, group: str, version: str) -> set[str]:
+        """The resources discovery lists for group/version (KubeError when it cannot say)."""
+        ...
+
+
 def wait_until_served(
-    kube: Kube,
+    kube: Discovery,
     *,
     timeout: float,
     log: Callable[[str], None],

@@ -18,6 +18,7 @@ import pytest
 
 from tidb_bench_operator.adapters.mysql import DatabaseError
 from tidb_bench_operator.cli import build_parser
+from tidb_bench_operator.config import Credentials, credentials_from_env
 from tidb_bench_operator.domain.manifests import (
     build_dataset_runner_args,
     build_step_runner_args,
@@ -32,9 +33,7 @@ from tidb_bench_operator.domain.runner_message import (
 )
 from tidb_bench_operator.errors import SysbenchError, TidbBenchError
 from tidb_bench_operator.runner import (
-    Credentials,
     StepPlan,
-    credentials_from_env,
     exec_sysbench,
     failure_report,
     plan_from_args,

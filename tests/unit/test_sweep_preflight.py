@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from testbed.fake_pd import API, FakePD, field_note_stores
+from tidb_bench_operator.config import Credentials
 from tidb_bench_operator.domain.models import BenchmarkRunSpec, parse_run_spec
 from tidb_bench_operator.errors import TidbBenchError
-from tidb_bench_operator.runner import Credentials
 from tidb_bench_operator.sweep import local_preflight
 
 PENDING_OPERATOR = (

@@ -3,26 +3,63 @@
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import Any, NoReturn
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError as Urllib3Error
 
 from tidb_bench_operator.domain.models import GROUP, VERSION
+from tidb_bench_operator.errors import TidbBenchError
 
 JSON = dict[str, Any]
 # Seconds for any single API call: a hung API server must not hang a reconcile forever.
 TIMEOUT = 20
+#: What the Kubernetes client raises: the API server's answers, and the connection's failures.
+CLIENT_ERRORS = (ApiException, Urllib3Error, OSError)
 
 
-class KubeError(Exception):
-    """An API call failed for a reason other than 'not found' or 'already exists'."""
+class KubeError(TidbBenchError):
+    """An API call failed for a reason other than 'not found' or 'already exists'.
+
+    Every Kube method raises this (or KubeForbidden) instead of the client's exceptions, so
+    callers never need to know the Kubernetes client.
+    """
 
 
 class KubeForbidden(KubeError):
     """HTTP 403: the controller's ServiceAccount may not do this (a RoleBinding is missing)."""
+
+
+def _raise(action: str, exc: BaseException) -> NoReturn:
+    """Raise `exc` (a client error) as KubeError/KubeForbidden saying what was being done."""
+    if isinstance(exc, ApiException):
+        if exc.status == 403:
+            raise KubeForbidden(
+                f"{action}: {exc.status} {_message(exc)}; the controller's ServiceAccount "
+                "lacks RBAC for it"
+            ) from exc
+        raise KubeError(f"{action}: {exc.status} {_message(exc)}") from exc
+    raise KubeError(f"{action}: {type(exc).__name__}: {exc}") from exc
+
+
+@contextmanager
+def _converted(action: str) -> Iterator[None]:
+    """Client errors inside become KubeError/KubeForbidden naming `action`."""
+    try:
+        yield
+    except CLIENT_ERRORS as exc:
+        _raise(action, exc)
+
+
+def _listed(action: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> list[JSON]:
+    """The items of a list call (raw camelCase dicts); client errors converted."""
+    with _converted(action):
+        resp = call(*args, _preload_content=False, _request_timeout=TIMEOUT, **kwargs)
+        return list(_raw(resp).get("items", []))
 
 
 def load_api_client(kubeconfig: str | None = None) -> Any:
@@ -74,9 +111,9 @@ class Kube:
         except ApiException as exc:
             if exc.status == 404:
                 return None
-            raise (KubeForbidden if exc.status == 403 else KubeError)(
-                f"reading {what} {namespace}/{name}: {exc.status} {exc.reason}"
-            ) from exc
+            _raise(f"reading {what} {namespace}/{name}", exc)
+        except CLIENT_ERRORS as exc:
+            _raise(f"reading {what} {namespace}/{name}", exc)
 
     def _secret(self, namespace: str, name: str) -> JSON | None:
         return self._read(
@@ -98,28 +135,32 @@ class Kube:
         return None if value is None else base64.b64decode(value).decode()
 
     def nodes(self) -> list[JSON]:
-        return list(
-            _raw(self.core.list_node(_preload_content=False, _request_timeout=TIMEOUT)).get(
-                "items", []
-            )
-        )
+        """All Nodes."""
+        return _listed("listing Nodes", self.core.list_node)
 
     def pods(self, namespace: str | None, selector: str) -> list[JSON]:
+        """Pods matching a label selector; namespace None means all namespaces."""
         if namespace is None:
-            resp = self.core.list_pod_for_all_namespaces(
-                label_selector=selector, _preload_content=False, _request_timeout=TIMEOUT
+            return _listed(
+                f"listing pods {selector} in all namespaces",
+                self.core.list_pod_for_all_namespaces,
+                label_selector=selector,
             )
-        else:
-            resp = self.core.list_namespaced_pod(
-                namespace, label_selector=selector, _preload_content=False, _request_timeout=TIMEOUT
-            )
-        return list(_raw(resp).get("items", []))
+        return _listed(
+            f"listing pods {selector} in namespace {namespace}",
+            self.core.list_namespaced_pod,
+            namespace,
+            label_selector=selector,
+        )
 
     def jobs(self, namespace: str, selector: str) -> list[JSON]:
-        resp = self.batch.list_namespaced_job(
-            namespace, label_selector=selector, _preload_content=False, _request_timeout=TIMEOUT
+        """Jobs in a namespace matching a label selector."""
+        return _listed(
+            f"listing Jobs {selector} in namespace {namespace}",
+            self.batch.list_namespaced_job,
+            namespace,
+            label_selector=selector,
         )
-        return list(_raw(resp).get("items", []))
 
     def pod_log(self, namespace: str, name: str, container: str) -> str | None:
         """A container's log, or None when the node cannot serve it (best effort only)."""
@@ -129,15 +170,18 @@ class Kube:
                     name, namespace, container=container, _request_timeout=10
                 )
             )
-        except (ApiException, OSError):
+        except CLIENT_ERRORS:
             return None
 
     def benchmark_runs(self) -> list[JSON]:
         """Every BenchmarkRun in every namespace (for the one-run-per-cluster rule)."""
-        resp = self.custom.list_cluster_custom_object(
-            GROUP, VERSION, "benchmarkruns", _preload_content=False, _request_timeout=TIMEOUT
+        return _listed(
+            "listing BenchmarkRuns",
+            self.custom.list_cluster_custom_object,
+            GROUP,
+            VERSION,
+            "benchmarkruns",
         )
-        return list(_raw(resp).get("items", []))
 
     def tidb_cluster(self, namespace: str, name: str) -> JSON | None:
         return self._read(
@@ -156,7 +200,9 @@ class Kube:
         return None if cm is None else dict(cm.get("data") or {})
 
     def server_version(self) -> str:
-        return str(self.version_api.get_code().git_version)
+        """The API server's version, e.g. v1.20.2."""
+        with _converted("reading the API server's version"):
+            return str(self.version_api.get_code(_request_timeout=TIMEOUT).git_version)
 
     def served_resources(self, group: str, version: str) -> set[str]:
         """The resources API discovery lists for group/version; empty when it serves none."""
@@ -165,19 +211,19 @@ class Kube:
         except ApiException as exc:
             if exc.status == 404:
                 return set()
-            raise KubeError(
-                f"API discovery of {group}/{version}: {exc.status} {exc.reason}"
-            ) from exc
+            _raise(f"API discovery of {group}/{version}", exc)
+        except CLIENT_ERRORS as exc:
+            _raise(f"API discovery of {group}/{version}", exc)
         return {str(r.name) for r in found.resources or []}
 
     # ---- BenchmarkRuns of a schedule (schedules.ScheduleReconciler) ----------------------
     def benchmark_runs_in(self, namespace: str, selector: str) -> list[JSON]:
         """BenchmarkRuns in one namespace matching a label selector."""
-        resp = self.custom.list_namespaced_custom_object(
+        return _listed(
+            f"listing BenchmarkRuns {selector} in namespace {namespace}",
+            self.custom.list_namespaced_custom_object,
             GROUP, VERSION, namespace, "benchmarkruns", label_selector=selector,
-            _preload_content=False, _request_timeout=TIMEOUT,
         )  # fmt: skip
-        return list(_raw(resp).get("items", []))
 
     def benchmark_run(self, namespace: str, name: str) -> JSON | None:
         """One BenchmarkRun, or None when it does not exist."""
@@ -199,16 +245,16 @@ class Kube:
             return _raw(created), True
         except ApiException as exc:
             if exc.status != 409:
-                raise KubeError(
-                    f"creating BenchmarkRun {ns}/{name}: {exc.status} {_message(exc)}"
-                ) from exc
+                _raise(f"creating BenchmarkRun {ns}/{name}", exc)
+        except CLIENT_ERRORS as exc:
+            _raise(f"creating BenchmarkRun {ns}/{name}", exc)
         # Listed by name rather than read: the controller's ClusterRole grants list, not get.
-        found = self.custom.list_namespaced_custom_object(
+        items = _listed(
+            f"listing BenchmarkRun {ns}/{name}",
+            self.custom.list_namespaced_custom_object,
             GROUP, VERSION, ns, "benchmarkruns", field_selector=f"metadata.name={name}",
-            _preload_content=False, _request_timeout=TIMEOUT,
         )  # fmt: skip
-        items = _raw(found).get("items") or [body]
-        return dict(items[0]), False
+        return dict((items or [body])[0]), False
 
     def delete_benchmark_run(self, namespace: str, name: str) -> bool:
         """Delete a BenchmarkRun (its Jobs, pods and ConfigMap follow by owner reference).
@@ -223,57 +269,71 @@ class Kube:
         except ApiException as exc:
             if exc.status == 404:
                 return False
-            raise KubeError(
-                f"deleting BenchmarkRun {namespace}/{name}: {exc.status} {_message(exc)}"
-            ) from exc
+            _raise(f"deleting BenchmarkRun {namespace}/{name}", exc)
+        except CLIENT_ERRORS as exc:
+            _raise(f"deleting BenchmarkRun {namespace}/{name}", exc)
         return True
 
     def patch_benchmark_run_status(self, namespace: str, name: str, status: JSON) -> None:
         """Merge-patch a BenchmarkRun's status subresource (lists are replaced whole)."""
-        try:
+        with _converted(f"patching BenchmarkRun {namespace}/{name} status"):
             self.custom.patch_namespaced_custom_object_status(
                 GROUP, VERSION, namespace, "benchmarkruns", name, {"status": status},
                 _content_type="application/merge-patch+json", _request_timeout=TIMEOUT,
             )  # fmt: skip
-        except ApiException as exc:
-            raise KubeError(
-                f"patching BenchmarkRun {namespace}/{name} status: {exc.status} {_message(exc)}"
-            ) from exc
 
     # ---- writes ------------------------------------------------------------------------
     def create_job(self, body: JSON) -> JSON:
         """Create a Job; if it exists already (re-created after a restart), return that one."""
         ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
         try:
-            return _raw(self.batch.create_namespaced_job(ns, body, _preload_content=False))
+            return _raw(
+                self.batch.create_namespaced_job(
+                    ns, body, _preload_content=False, _request_timeout=TIMEOUT
+                )
+            )
         except ApiException as exc:
-            if exc.status == 409:
-                return _raw(self.batch.read_namespaced_job(name, ns, _preload_content=False))
-            raise KubeError(f"creating Job {ns}/{name}: {exc.status} {_message(exc)}") from exc
+            if exc.status != 409:
+                _raise(f"creating Job {ns}/{name}", exc)
+        except CLIENT_ERRORS as exc:
+            _raise(f"creating Job {ns}/{name}", exc)
+        with _converted(f"reading Job {ns}/{name}"):
+            return _raw(
+                self.batch.read_namespaced_job(
+                    name, ns, _preload_content=False, _request_timeout=TIMEOUT
+                )
+            )
 
     def delete_jobs(self, namespace: str, selector: str) -> int:
         """Delete Jobs and (in the foreground of the GC) their pods; returns how many."""
         jobs = self.jobs(namespace, selector)
         for job in jobs:
+            what = f"deleting Job {namespace}/{job['metadata']['name']}"
             try:
                 self.batch.delete_namespaced_job(
-                    job["metadata"]["name"], namespace, propagation_policy="Background"
-                )
+                    job["metadata"]["name"], namespace, propagation_policy="Background",
+                    _request_timeout=TIMEOUT,
+                )  # fmt: skip
             except ApiException as exc:
                 if exc.status != 404:
-                    raise KubeError(f"deleting Job: {exc.status} {exc.reason}") from exc
+                    _raise(what, exc)
+            except CLIENT_ERRORS as exc:
+                _raise(what, exc)
         return len(jobs)
 
     def upsert_configmap(self, body: JSON) -> None:
+        """Create a ConfigMap, or replace the one of that name."""
         ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
         try:
-            self.core.create_namespaced_config_map(ns, body)
+            self.core.create_namespaced_config_map(ns, body, _request_timeout=TIMEOUT)
+            return
         except ApiException as exc:
             if exc.status != 409:
-                raise KubeError(
-                    f"creating ConfigMap {ns}/{name}: {exc.status} {_message(exc)}"
-                ) from exc
-            self.core.replace_namespaced_config_map(name, ns, body)
+                _raise(f"creating ConfigMap {ns}/{name}", exc)
+        except CLIENT_ERRORS as exc:
+            _raise(f"creating ConfigMap {ns}/{name}", exc)
+        with _converted(f"replacing ConfigMap {ns}/{name}"):
+            self.core.replace_namespaced_config_map(name, ns, body, _request_timeout=TIMEOUT)
 
     def ensure_service_account(self, body: JSON) -> None:
         """Create a ServiceAccount unless it exists (read first: no POST on every reconcile)."""
@@ -285,23 +345,25 @@ class Kube:
             return
         except ApiException as exc:
             if exc.status != 404:
-                raise (KubeForbidden if exc.status == 403 else KubeError)(
-                    f"reading ServiceAccount {ns}/{name}: {exc.status} {exc.reason}"
-                ) from exc
+                _raise(f"reading ServiceAccount {ns}/{name}", exc)
+        except CLIENT_ERRORS as exc:
+            _raise(f"reading ServiceAccount {ns}/{name}", exc)
         try:
             self.core.create_namespaced_service_account(
                 ns, body, _preload_content=False, _request_timeout=TIMEOUT
             )
         except ApiException as exc:
             if exc.status != 409:  # created meanwhile by another reconcile: fine
-                raise (KubeForbidden if exc.status == 403 else KubeError)(
-                    f"creating ServiceAccount {ns}/{name}: {exc.status} {_message(exc)}"
-                ) from exc
+                _raise(f"creating ServiceAccount {ns}/{name}", exc)
+        except CLIENT_ERRORS as exc:
+            _raise(f"creating ServiceAccount {ns}/{name}", exc)
 
     def create_event(self, body: JSON) -> None:
         """Post an Event; an Event that cannot be posted never fails a reconcile."""
-        with contextlib.suppress(ApiException):
-            self.core.create_namespaced_event(body["metadata"]["namespace"], body)
+        with suppress(*CLIENT_ERRORS):
+            self.core.create_namespaced_event(
+                body["metadata"]["namespace"], body, _request_timeout=TIMEOUT
+            )
 
 
 def _message(exc: ApiException) -> str:

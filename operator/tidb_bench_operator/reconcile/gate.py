@@ -105,12 +105,9 @@ def with_skipped(outcome: PreflightOutcome, spec: BenchmarkRunSpec) -> Preflight
 
 
 def _describe_error(exc: BaseException) -> str:
+    """Our errors say what, where and what to do; anything else is named by its type."""
     if isinstance(exc, TidbBenchError):
         return str(exc)
-    status, reason = getattr(exc, "status", None), getattr(exc, "reason", None)
-    if status is not None and reason is not None:  # kubernetes ApiException
-        hint = "; the controller's ServiceAccount lacks RBAC for it" if status == 403 else ""
-        return f"({status}) {reason}{hint}"
     return f"{type(exc).__name__}: {exc}"
 
 
