@@ -14,11 +14,11 @@ if TYPE_CHECKING:
     from tidb_bench_operator.adapters.pd import PodLister
     from tidb_bench_operator.reconcile import RunKube
     from tidb_bench_operator.reconcile.gate import ClusterReader
-    from tidb_bench_operator.schedules import ScheduleKube
+    from tidb_bench_operator.schedule_reconciler import ScheduleKube
     from tidb_bench_operator.wiring import Discovery
     from unit.test_gate import InMemoryKube
-    from unit.test_schedules import Clock
-    from unit.test_schedules import ScheduleKube as FakeScheduleKube
+    from unit.test_schedule_reconciler import Clock
+    from unit.test_schedule_reconciler import ScheduleKube as FakeScheduleKube
     from unit.test_wiring import Discovery as FakeDiscovery
 
     def _fakes_conform(clock: Clock) -> None:

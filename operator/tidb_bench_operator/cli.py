@@ -212,11 +212,11 @@ def load_report_source(text: str, origin: str) -> tuple[str, dict[str, Any]]:
             if steps and phases == {"Succeeded"}
             else "Running"
         )
-        from tidb_bench_operator.domain.manifests import owner_name
+        from tidb_bench_operator.domain.manifests import LABEL_RUN, owner_name
 
         name = (
             owner_name(meta, "BenchmarkRun")
-            or (meta.get("labels") or {}).get("tidbbench.io/run")
+            or (meta.get("labels") or {}).get(LABEL_RUN)
             or meta.get("name", origin)
         )
         return str(name), {"phase": phase, "steps": steps}

@@ -21,7 +21,7 @@ from tidb_bench_operator.adapters.metrics import Metrics
 from tidb_bench_operator.config import Settings
 from tidb_bench_operator.domain.models import GROUP, VERSION, is_terminal
 from tidb_bench_operator.reconcile import RunReconciler
-from tidb_bench_operator.schedules import ScheduleReconciler
+from tidb_bench_operator.schedule_reconciler import ScheduleReconciler
 from tidb_bench_operator.wiring import (
     CrdsNotServed,
     build_run_reconciler,

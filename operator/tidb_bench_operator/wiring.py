@@ -15,7 +15,7 @@ from tidb_bench_operator.domain.manifests import Endpoint
 from tidb_bench_operator.domain.models import GROUP, VERSION, BenchmarkRunSpec
 from tidb_bench_operator.errors import TidbBenchError
 from tidb_bench_operator.reconcile import PreflightFn, PreflightOutcome, RunReconciler, gate
-from tidb_bench_operator.schedules import ScheduleReconciler
+from tidb_bench_operator.schedule_reconciler import ScheduleReconciler
 
 
 def build_preflight(kube: Kube, api: Any) -> PreflightFn:

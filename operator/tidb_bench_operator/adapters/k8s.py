@@ -34,25 +34,26 @@ class KubeForbidden(KubeError):
     """HTTP 403: the controller's ServiceAccount may not do this (a RoleBinding is missing)."""
 
 
-def _raise(action: str, exc: BaseException) -> NoReturn:
-    """Raise `exc` (a client error) as KubeError/KubeForbidden saying what was being done."""
+def _raise(action: str, exc: BaseException, *, from_body: bool = False) -> NoReturn:
+    """Raise `exc` (a client error) as KubeError/KubeForbidden saying what was being done.
+
+    The API server's own message (`from_body`) says why a write was refused; for reads the
+    HTTP reason (Forbidden, Not Found, ...) says it shorter.
+    """
     if isinstance(exc, ApiException):
-        if exc.status == 403:
-            raise KubeForbidden(
-                f"{action}: {exc.status} {_message(exc)}; the controller's ServiceAccount "
-                "lacks RBAC for it"
-            ) from exc
-        raise KubeError(f"{action}: {exc.status} {_message(exc)}") from exc
+        detail = _message(exc) if from_body else exc.reason
+        kind = KubeForbidden if exc.status == 403 else KubeError
+        raise kind(f"{action}: {exc.status} {detail}") from exc
     raise KubeError(f"{action}: {type(exc).__name__}: {exc}") from exc
 
 
 @contextmanager
-def _converted(action: str) -> Iterator[None]:
+def _converted(action: str, *, from_body: bool = False) -> Iterator[None]:
     """Client errors inside become KubeError/KubeForbidden naming `action`."""
     try:
         yield
     except CLIENT_ERRORS as exc:
-        _raise(action, exc)
+        _raise(action, exc, from_body=from_body)
 
 
 def _listed(action: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> list[JSON]:
@@ -245,9 +246,9 @@ class Kube:
             return _raw(created), True
         except ApiException as exc:
             if exc.status != 409:
-                _raise(f"creating BenchmarkRun {ns}/{name}", exc)
+                _raise(f"creating BenchmarkRun {ns}/{name}", exc, from_body=True)
         except CLIENT_ERRORS as exc:
-            _raise(f"creating BenchmarkRun {ns}/{name}", exc)
+            _raise(f"creating BenchmarkRun {ns}/{name}", exc, from_body=True)
         # Listed by name rather than read: the controller's ClusterRole grants list, not get.
         items = _listed(
             f"listing BenchmarkRun {ns}/{name}",
@@ -269,14 +270,14 @@ class Kube:
         except ApiException as exc:
             if exc.status == 404:
                 return False
-            _raise(f"deleting BenchmarkRun {namespace}/{name}", exc)
+            _raise(f"deleting BenchmarkRun {namespace}/{name}", exc, from_body=True)
         except CLIENT_ERRORS as exc:
-            _raise(f"deleting BenchmarkRun {namespace}/{name}", exc)
+            _raise(f"deleting BenchmarkRun {namespace}/{name}", exc, from_body=True)
         return True
 
     def patch_benchmark_run_status(self, namespace: str, name: str, status: JSON) -> None:
         """Merge-patch a BenchmarkRun's status subresource (lists are replaced whole)."""
-        with _converted(f"patching BenchmarkRun {namespace}/{name} status"):
+        with _converted(f"patching BenchmarkRun {namespace}/{name} status", from_body=True):
             self.custom.patch_namespaced_custom_object_status(
                 GROUP, VERSION, namespace, "benchmarkruns", name, {"status": status},
                 _content_type="application/merge-patch+json", _request_timeout=TIMEOUT,
@@ -294,9 +295,9 @@ class Kube:
             )
         except ApiException as exc:
             if exc.status != 409:
-                _raise(f"creating Job {ns}/{name}", exc)
+                _raise(f"creating Job {ns}/{name}", exc, from_body=True)
         except CLIENT_ERRORS as exc:
-            _raise(f"creating Job {ns}/{name}", exc)
+            _raise(f"creating Job {ns}/{name}", exc, from_body=True)
         with _converted(f"reading Job {ns}/{name}"):
             return _raw(
                 self.batch.read_namespaced_job(
@@ -316,9 +317,9 @@ class Kube:
                 )  # fmt: skip
             except ApiException as exc:
                 if exc.status != 404:
-                    _raise(what, exc)
+                    _raise(what, exc, from_body=True)
             except CLIENT_ERRORS as exc:
-                _raise(what, exc)
+                _raise(what, exc, from_body=True)
         return len(jobs)
 
     def upsert_configmap(self, body: JSON) -> None:
@@ -329,10 +330,10 @@ class Kube:
             return
         except ApiException as exc:
             if exc.status != 409:
-                _raise(f"creating ConfigMap {ns}/{name}", exc)
+                _raise(f"creating ConfigMap {ns}/{name}", exc, from_body=True)
         except CLIENT_ERRORS as exc:
-            _raise(f"creating ConfigMap {ns}/{name}", exc)
-        with _converted(f"replacing ConfigMap {ns}/{name}"):
+            _raise(f"creating ConfigMap {ns}/{name}", exc, from_body=True)
+        with _converted(f"replacing ConfigMap {ns}/{name}", from_body=True):
             self.core.replace_namespaced_config_map(name, ns, body, _request_timeout=TIMEOUT)
 
     def ensure_service_account(self, body: JSON) -> None:
@@ -354,9 +355,9 @@ class Kube:
             )
         except ApiException as exc:
             if exc.status != 409:  # created meanwhile by another reconcile: fine
-                _raise(f"creating ServiceAccount {ns}/{name}", exc)
+                _raise(f"creating ServiceAccount {ns}/{name}", exc, from_body=True)
         except CLIENT_ERRORS as exc:
-            _raise(f"creating ServiceAccount {ns}/{name}", exc)
+            _raise(f"creating ServiceAccount {ns}/{name}", exc, from_body=True)
 
     def create_event(self, body: JSON) -> None:
         """Post an Event; an Event that cannot be posted never fails a reconcile."""

@@ -29,21 +29,6 @@ STEP_LABELS = ("namespace", "run", "schedule", "cluster", "workload", "threads")
 RUN_LABELS = ("namespace", "run", "schedule", "cluster")
 SCHEDULE_LABELS = ("namespace", "schedule")
 
-#: Every metric this module exports (name as exposed, kind), for the dashboard test and docs.
-METRICS: dict[str, str] = {
-    "tidb_bench_step_qps": "gauge",
-    "tidb_bench_step_tps": "gauge",
-    "tidb_bench_step_latency_seconds": "gauge",
-    "tidb_bench_step_errors_per_second": "gauge",
-    "tidb_bench_run_peak_qps": "gauge",
-    "tidb_bench_run_regressed": "gauge",
-    "tidb_bench_runs_finished_total": "counter",
-    "tidb_bench_preflight_failures_total": "counter",
-    "tidb_bench_schedule_last_success_timestamp_seconds": "gauge",
-    "tidb_bench_schedule_last_peak_qps": "gauge",
-    "tidb_bench_schedule_regressed": "gauge",
-}
-
 Labels = tuple[str, ...]
 
 

@@ -13,7 +13,7 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol, TypeVar
 
-from tidb_bench_operator.domain.manifests import Endpoint
+from tidb_bench_operator.domain.manifests import LABEL_TC_COMPONENT, LABEL_TC_INSTANCE, Endpoint
 from tidb_bench_operator.domain.pd import Operator, Store, parse_operators, parse_stores
 from tidb_bench_operator.errors import ParseError, PDError
 
@@ -458,8 +458,8 @@ def _pod_ready(pod: Mapping[str, Any]) -> bool:
 
 def find_pd_pod(kube: PodLister, cluster_namespace: str, cluster_name: str) -> str | None:
     """Name of a Running, not-terminating PD pod of the TidbCluster (Ready ones first)."""
-    # TiDB Operator labels PD pods app.kubernetes.io/instance=<tc>, component=pd (FACTS §3.1).
-    selector = f"app.kubernetes.io/instance={cluster_name},app.kubernetes.io/component=pd"
+    # TiDB Operator labels PD pods with their cluster and component (docs/tidb-operator.md).
+    selector = f"{LABEL_TC_INSTANCE}={cluster_name},{LABEL_TC_COMPONENT}=pd"
     candidates = []
     for pod in kube.pods(cluster_namespace, selector):
         meta = pod.get("metadata") or {}

@@ -7,10 +7,10 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
 from tidb_bench_operator.domain import models
+from tidb_bench_operator.domain.base import CamelModel
 from tidb_bench_operator.domain.results import StepResult
 
 #: A step stops "rising meaningfully" when the next step adds less than this QPS fraction.
@@ -19,50 +19,21 @@ KNEE_MIN_QPS_GAIN = 0.05
 KNEE_MIN_LATENCY_GROWTH = 1.5
 
 
-class _Camel(BaseModel):
-    """Base: snake_case in Python, camelCase on the wire (as in results.py)."""
+class WorkloadVerdict(models.WorkloadSummary):
+    """A workload's verdict as computed, with what status does not keep."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
-
-
-class WorkloadSummary(_Camel):
-    """The verdict for one workload's thread sweep."""
-
-    workload: str = Field(description="sysbench test name.")
     percentile: int = Field(description="Which latency percentile the steps report (e.g. 95).")
-    peak_qps: float = Field(description="Highest QPS of any step.")
-    peak_threads: int = Field(description="Threads (per client) of the peak-QPS step.")
-    peak_latency_ms: float | None = Field(
-        description="Percentile latency of the peak step, in milliseconds."
-    )
-    recommended_threads: int | None = Field(
-        description="Threads of the highest-QPS step whose percentile latency is below the "
-        "SLO; null without an SLO or when no step meets it."
-    )
-    recommended_qps: float | None = Field(description="QPS of the recommended step.")
-    saturation_threads: int = Field(
-        description="The knee: the last step before QPS stops rising (< 5% gain) while "
-        "percentile latency grows >= 1.5x; the peak step when the sweep shows no knee."
-    )
     saturation_basis: Literal["knee", "peak"] = Field(
         description="`knee` when the rule found one, `peak` when it fell back to the peak."
     )
-    headline: str = Field(description="One line a person reads first.")
 
 
-class Summary(_Camel):
-    """The run summary (status.summary): overall fields plus one entry per workload."""
+class Summary(models.Verdict):
+    """The verdict over all workloads: overall fields from the peak workload, and each one's."""
 
-    peak_qps: float | None = Field(description="Highest QPS of any step of any workload.")
-    peak_threads: int | None = Field(description="Threads of that step.")
-    peak_workload: str | None = Field(description="Workload of that step.")
-    recommended_threads: int | None = Field(
-        description="recommendedThreads of the peak workload (highest QPS under the SLO)."
-    )
-    saturation_threads: int | None = Field(description="saturationThreads of the peak workload.")
-    headline: str = Field(description="One line per workload, joined with ' | '.")
-    workloads: list[WorkloadSummary] = Field(
-        default_factory=list, description="Per-workload summaries, in first-seen order."
+    peak_workload: str | None = Field(default=None, description="Workload of the peak step.")
+    workloads: list[WorkloadVerdict] = Field(
+        default_factory=list, description="Per-workload verdicts, in first-seen order."
     )
 
 
@@ -97,7 +68,7 @@ def _find_knee(steps: Sequence[StepResult]) -> StepResult | None:
 
 def _summarise_workload(
     workload: str, steps: Sequence[StepResult], slo_latency_ms: float | None
-) -> WorkloadSummary:
+) -> WorkloadVerdict:
     ordered = sorted(steps, key=lambda s: s.threads)
     # Ties go to fewer threads: the same QPS for less concurrency is the better point.
     peak = max(ordered, key=lambda s: (s.qps, -s.threads))
@@ -131,7 +102,7 @@ def _summarise_workload(
     else:
         parts.append(f"recommended {recommended.threads} under {label} < {_ms(slo_latency_ms)} ms")
 
-    return WorkloadSummary(
+    return WorkloadVerdict(
         workload=workload,
         percentile=percentile,
         peak_qps=peak.qps,
@@ -155,25 +126,15 @@ def compute_summary(steps: Sequence[StepResult], slo_latency_ms: float | None) -
     for step in steps:
         by_workload.setdefault(step.workload, []).append(step)
     if not by_workload:
-        return Summary(
-            peak_qps=None,
-            peak_threads=None,
-            peak_workload=None,
-            recommended_threads=None,
-            saturation_threads=None,
-            headline="no finished steps",
-        )
+        return Summary(headline="no finished steps")
     summaries = [
         _summarise_workload(name, group, slo_latency_ms) for name, group in by_workload.items()
     ]
-    top = max(summaries, key=lambda w: w.peak_qps)
+    top = max(summaries, key=lambda w: w.peak_qps or 0.0)
     return Summary(
-        peak_qps=top.peak_qps,
-        peak_threads=top.peak_threads,
+        **top.model_dump(include=set(models.Verdict.model_fields) - {"headline"}),
         peak_workload=top.workload,
-        recommended_threads=top.recommended_threads,
-        saturation_threads=top.saturation_threads,
-        headline=" | ".join(w.headline for w in summaries),
+        headline=" | ".join(w.headline or "" for w in summaries),
         workloads=summaries,
     )
 
@@ -185,7 +146,7 @@ def compute_summary(steps: Sequence[StepResult], slo_latency_ms: float | None) -
 StepKey = tuple[str, int]
 
 
-class StepComparison(_Camel):
+class StepComparison(CamelModel):
     """One (workload, threads) step compared with the baseline runs."""
 
     workload: str = Field(description="sysbench test name.")
@@ -204,7 +165,7 @@ class StepComparison(_Camel):
     )
 
 
-class RegressionVerdict(_Camel):
+class RegressionVerdict(CamelModel):
     """Whether a run is slower than its baseline runs, step by step."""
 
     regressed: bool = Field(description="True when at least one step regressed.")
@@ -325,6 +286,7 @@ def compute_status_summary(
     if not results:
         return None
     verdict = compute_summary(list(results), slo_latency_ms)
+    # Status keeps the verdict fields only (not the percentile or the saturation basis).
     per = [
         models.WorkloadSummary.model_validate(
             w.model_dump(include=set(models.WorkloadSummary.model_fields))

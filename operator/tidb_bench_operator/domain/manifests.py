@@ -13,6 +13,11 @@ from tidb_bench_operator.domain.models import API_VERSION, BenchmarkRunSpec
 
 DEFAULT_IMAGE = "ghcr.io/tidb-bench/tidb-bench-operator:0.1.0"
 DB_COMPONENTS = ("pd", "tikv", "tidb")
+# The labels TiDB Operator (v1) puts on a TidbCluster's pods, and the node name label the
+# kubelet sets (docs/tidb-operator.md).
+LABEL_TC_INSTANCE = "app.kubernetes.io/instance"
+LABEL_TC_COMPONENT = "app.kubernetes.io/component"
+LABEL_HOSTNAME = "kubernetes.io/hostname"
 LABEL_RUN = "tidbbench.io/run"
 LABEL_STEP = "tidbbench.io/step"
 LABEL_CLIENT = "tidbbench.io/client"
@@ -61,7 +66,7 @@ def compute_endpoint(spec: BenchmarkRunSpec, run_namespace: str) -> Endpoint:
     if spec.cluster is not None:
         cluster_name = spec.cluster.name
         cluster_ns = spec.cluster.namespace or run_namespace
-        # `<tc>-tidb` exists only when spec.tidb.service is set (FACTS.md §3.2); the
+        # `<tc>-tidb` exists only when spec.tidb.service is set (docs/tidb-operator.md); the
         # namespace-qualified name works from the run's namespace too.
         host = f"{cluster_name}-tidb.{cluster_ns}"
         pd_url = f"http://{cluster_name}-pd.{cluster_ns}:2379"
@@ -123,17 +128,17 @@ def build_affinity(
         terms.append(
             {
                 "labelSelector": {
-                    "matchLabels": {"app.kubernetes.io/instance": endpoint.cluster_name},
+                    "matchLabels": {LABEL_TC_INSTANCE: endpoint.cluster_name},
                     "matchExpressions": [
                         {
-                            "key": "app.kubernetes.io/component",
+                            "key": LABEL_TC_COMPONENT,
                             "operator": "In",
                             "values": list(DB_COMPONENTS),
                         }
                     ],
                 },
                 "namespaces": [endpoint.cluster_namespace],
-                "topologyKey": "kubernetes.io/hostname",
+                "topologyKey": LABEL_HOSTNAME,
             }
         )
     # Clients of one step on one node would share its CPU and measure the node, not TiDB.
@@ -141,7 +146,7 @@ def build_affinity(
         "labelSelector": {
             "matchLabels": {LABEL_RUN: label_value(run.name), LABEL_STEP: step_label}
         },
-        "topologyKey": "kubernetes.io/hostname",
+        "topologyKey": LABEL_HOSTNAME,
     }
     mode = spec.placement.anti_affinity
     if mode == "Off":

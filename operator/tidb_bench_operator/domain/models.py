@@ -11,17 +11,16 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     StringConstraints,
     ValidationError,
     WithJsonSchema,
     field_validator,
 )
-from pydantic.alias_generators import to_camel
 
+from tidb_bench_operator.domain.base import CamelModel, TolerantCamelModel
+from tidb_bench_operator.domain.preflight import CheckStatus
 from tidb_bench_operator.domain.results import Latency, StepResult
 from tidb_bench_operator.domain.sysbench import Workload, validate_extra_args
 from tidb_bench_operator.errors import SpecError
@@ -81,7 +80,6 @@ TerminalPhase = Annotated[
     WithJsonSchema({"type": "string", "enum": [p.value for p in RunPhase if p in TERMINAL_PHASES]}),
 ]
 
-CheckStatus = Literal["Pass", "Warn", "Fail"]
 PreflightCheckName = Literal[
     "bench-node-isolation",
     "topology-spread",
@@ -122,16 +120,12 @@ Quantity = Annotated[
 ]
 
 
-class _Spec(BaseModel):
+class _Spec(CamelModel):
     """Base of user-written models: camelCase on the wire, unknown fields are errors."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
-
-class _Status(BaseModel):
+class _Status(TolerantCamelModel):
     """Base of controller-written models: camelCase, tolerant of fields from other versions."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
 
 # --------------------------------------------------------------------------- run spec
@@ -626,8 +620,8 @@ class StepStatus(_Status):
         return StepResult.model_validate(data)
 
 
-class _Verdict(_Status):
-    """Numbers shared by the run summary and the per-workload summaries."""
+class Verdict(_Status):
+    """A sweep's verdict: the numbers every summary has (run, workload, analysis)."""
 
     peak_qps: float | None = Field(default=None, description="Highest QPS of any valid step.")
     peak_threads: int | None = Field(default=None, description="Threads of the peak-QPS step.")
@@ -649,13 +643,13 @@ class _Verdict(_Status):
     headline: str | None = Field(default=None, description="One-sentence verdict for people.")
 
 
-class WorkloadSummary(_Verdict):
+class WorkloadSummary(Verdict):
     """The sweep's verdict for one workload."""
 
     workload: Workload = Field(description="sysbench test the numbers are for.")
 
 
-class Summary(_Verdict):
+class Summary(Verdict):
     """The sweep's verdict; the top-level numbers are for the first workload in spec.workloads."""
 
     workload: Workload | None = Field(

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
+
+from tidb_bench_operator.domain.base import CamelModel
 
 
-class _Camel(BaseModel):
-    """Base: snake_case in Python, camelCase on the wire (PRODUCT.md field names)."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
-
-
-class Latency(_Camel):
+class Latency(CamelModel):
     """End-of-run latency summary in milliseconds."""
 
     min: float = Field(description="Minimum latency of one event, in milliseconds.")
@@ -25,7 +20,7 @@ class Latency(_Camel):
     )
 
 
-class StepResult(_Camel):
+class StepResult(CamelModel):
     """One step's end-of-run numbers: a (workload, threads) point of the sweep."""
 
     workload: str = Field(description="sysbench test name, e.g. oltp_point_select.")
@@ -44,5 +39,5 @@ class StepResult(_Camel):
     sysbench_version: str = Field(description="sysbench version from the output header.")
 
     def to_json_dict(self) -> dict[str, object]:
-        """The wire form: camelCase keys, as in PRODUCT.md."""
+        """The wire form: camelCase keys, as in status.steps[] (docs/design.md)."""
         return self.model_dump(by_alias=True, mode="json")

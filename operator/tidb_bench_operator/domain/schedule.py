@@ -82,20 +82,6 @@ class ScheduleState(_Model):
         description="status.lastScheduleTime: the latest fire time a run was made for.",
     )
 
-    @classmethod
-    def from_status(cls, name: str, created_at: datetime, status: object) -> ScheduleState:
-        """Build from a BenchmarkScheduleStatus (or its camelCase dict, or None)."""
-        last: object = None
-        if isinstance(status, Mapping):
-            last = status.get("lastScheduleTime", status.get("last_schedule_time"))
-        elif status is not None:
-            last = getattr(status, "last_schedule_time", None)
-        if isinstance(last, str):
-            last = datetime.fromisoformat(last.replace("Z", "+00:00"))
-        if last is not None and not isinstance(last, datetime):
-            raise TypeError(f"lastScheduleTime must be a datetime, got {type(last).__name__}")
-        return cls(name=name, created_at=created_at, last_schedule_time=last)
-
 
 class ActiveRun(_Model):
     """A BenchmarkRun of this schedule that has not finished yet."""

@@ -8,8 +8,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 from tidb_bench_operator.adapters import mysql
+from tidb_bench_operator.adapters.k8s import KubeForbidden
 from tidb_bench_operator.adapters.pd import PDClient, PDExecError, PDUnreachableError
-from tidb_bench_operator.domain.manifests import compute_endpoint
+from tidb_bench_operator.domain.manifests import (
+    DB_COMPONENTS,
+    LABEL_TC_COMPONENT,
+    LABEL_TC_INSTANCE,
+    compute_endpoint,
+)
 from tidb_bench_operator.domain.models import BenchmarkRunSpec
 from tidb_bench_operator.domain.pd import STATE_UP, Store
 from tidb_bench_operator.domain.preflight import (
@@ -48,8 +54,7 @@ _T = TypeVar("_T")
 
 PD_CHECKS = (STORE_STATE, LEADER_SIZE_BALANCE, REGION_SIZE_BALANCE, PENDING_OPERATORS)
 _STORE_CHECKS = (STORE_STATE, LEADER_SIZE_BALANCE, REGION_SIZE_BALANCE)
-_INSTANCE = "app.kubernetes.io/instance"
-_ANY_DATABASE_POD = "app.kubernetes.io/component in (pd,tikv,tidb)"
+_ANY_DATABASE_POD = f"{LABEL_TC_COMPONENT} in ({','.join(DB_COMPONENTS)})"
 # SHOW TABLE … REGIONS costs one PD round trip per region batch; a 1024-table dataset would
 # hold the gate for minutes, and the first tables show a scatter problem as well as all do.
 MAX_TABLES_CHECKED = 32
@@ -106,6 +111,8 @@ def with_skipped(outcome: PreflightOutcome, spec: BenchmarkRunSpec) -> Preflight
 
 def _describe_error(exc: BaseException) -> str:
     """Our errors say what, where and what to do; anything else is named by its type."""
+    if isinstance(exc, KubeForbidden):
+        return f"{exc}; the controller's ServiceAccount lacks RBAC for it"
     if isinstance(exc, TidbBenchError):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"
@@ -117,7 +124,7 @@ def _observe(what: str, read: Callable[[], _T]) -> tuple[_T | None, str | None, 
         return read(), None, None
     except Exception as exc:  # one failing source must never crash the other checks
         if isinstance(exc, TidbBenchError):
-            return None, str(exc), exc  # our errors already say what, where and what to do
+            return None, _describe_error(exc), exc  # ours say what, where and what to do
         log.warning("preflight: %s failed", what, exc_info=True)
         return None, f"{what} failed: {_describe_error(exc)}", exc
 
@@ -290,7 +297,7 @@ def run_preflight(
     if BENCH_NODE_ISOLATION in wanted or TOPOLOGY_SPREAD in wanted:
         nodes, nodes_error, _ = _observe("listing Nodes", kube.nodes)
         if endpoint.cluster_name is not None:
-            selector = f"{_INSTANCE}={endpoint.cluster_name}"
+            selector = f"{LABEL_TC_INSTANCE}={endpoint.cluster_name}"
             where = f"in namespace {endpoint.cluster_namespace}"
             pods, pods_error, _ = _observe(
                 f"listing pods {selector} {where}",

@@ -12,11 +12,26 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tidb_bench_operator.adapters.metrics import METRICS, Metrics
+from tidb_bench_operator.adapters.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parents[3]
 DASHBOARD = ROOT / "deploy" / "grafana" / "tidb-bench-dashboard.json"
 NS = "bench"
+
+#: Every metric the controller exports (name as exposed, kind): what dashboards may use.
+METRICS: dict[str, str] = {
+    "tidb_bench_step_qps": "gauge",
+    "tidb_bench_step_tps": "gauge",
+    "tidb_bench_step_latency_seconds": "gauge",
+    "tidb_bench_step_errors_per_second": "gauge",
+    "tidb_bench_run_peak_qps": "gauge",
+    "tidb_bench_run_regressed": "gauge",
+    "tidb_bench_runs_finished_total": "counter",
+    "tidb_bench_preflight_failures_total": "counter",
+    "tidb_bench_schedule_last_success_timestamp_seconds": "gauge",
+    "tidb_bench_schedule_last_peak_qps": "gauge",
+    "tidb_bench_schedule_regressed": "gauge",
+}
 
 
 def samples(metrics: Metrics) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

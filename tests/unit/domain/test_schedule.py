@@ -311,13 +311,6 @@ def test_a_new_schedule_does_not_fire_for_times_before_it_was_created() -> None:
     assert decision.action == "create" and decision.scheduled_time == utc(2026, 6, 2, 2)
 
 
-def test_state_reads_last_schedule_time_from_a_camel_case_status_dict() -> None:
-    st = ScheduleState.from_status(
-        "nightly", utc(2026, 1, 1), {"lastScheduleTime": "2026-06-01T02:00:00Z"}
-    )
-    assert st.last_schedule_time == utc(2026, 6, 1, 2)
-
-
 def test_a_long_schedule_name_is_shortened_so_the_run_name_fits_63_characters() -> None:
     name = compute_run_name("n" * 70, utc(2026, 6, 2, 2))
     assert len(name) == 63 and name.endswith(f"-{int(utc(2026, 6, 2, 2).timestamp()) // 60}")

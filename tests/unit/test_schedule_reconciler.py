@@ -13,7 +13,7 @@ import yaml
 
 from tidb_bench_operator.domain.models import parse_schedule_spec
 from tidb_bench_operator.domain.schedule import next_fire_time
-from tidb_bench_operator.schedules import ScheduleReconciler
+from tidb_bench_operator.schedule_reconciler import ScheduleReconciler
 
 JSON = dict[str, Any]
 NS = "bench"
