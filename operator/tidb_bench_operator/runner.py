@@ -41,7 +41,7 @@ from tidb_bench_operator.errors import SysbenchError, TidbBenchError
 
 TERMINATION_LOG = "/dev/termination-log"
 # Above this share of the CPU the client had, the client itself may be the bottleneck
-# (field note 000: a client path capped QPS at 10k while the cluster could do 49k).
+# (docs/field-story.md: a client path capped QPS at 10k while the cluster could do 49k).
 CLIENT_SATURATION_SHARE = 0.9
 
 
@@ -175,7 +175,8 @@ def run_step(
     )
     notes: list[str] = []
     if plan.warmup > 0:
-        # sysbench 1.0.20 has no --warmup-time (FACTS.md §5.7): warm up with a separate run
+        # sysbench 1.0.20 has no --warmup-time (only its master branch has; `sysbench --help`
+        # of 1.0.20 lists none): warm up with a separate run
         # of the same workload and threads, and discard its numbers.
         warm = build_sysbench_argv(command="run", time_seconds=plan.warmup, **common)
         if out is not None:

@@ -323,7 +323,8 @@ def test_the_read_write_example_runs_with_its_ignore_errors_and_extra_args(
     run = wait_run(api, namespace, body["metadata"]["name"], timeout=240)
     assert run["status"]["phase"] == "Succeeded", run["status"].get("message")
     for step in run["status"]["steps"]:
-        # oltp_read_write: 14 reads, 4 writes and 2 others per transaction (FACTS.md §5.4).
+        # oltp_read_write: 14 reads, 4 writes and 2 others per transaction (the defaults of
+        # https://github.com/akopytov/sysbench/blob/1.0.20/src/lua/oltp_common.lua).
         assert step["qps"] == pytest.approx(20 * step["tps"], rel=0.02)
         assert step["writeQps"] > 0 and step["otherQps"] > 0
 

@@ -26,7 +26,7 @@ from tidb_bench_operator.adapters.pd import ExecPDClient
 from tidb_bench_operator.domain.pd import parse_stores
 
 OPERATORS = "/pd/api/v1/operators"
-# A real operator string as PD v7.3+ prints it (FACTS §1.5; sample pd-operator-strings).
+# A real operator string as PD v7.3+ prints it (https://github.com/tikv/pd/blob/v8.1.1/pkg/schedule/operator/operator.go).
 PENDING_OPERATOR = (
     "balance-leader {transfer leader: store 2 to 1} (kind:leader, region:28977(365, 35), "
     "createAt:2024-07-09 16:25:23.105733052 +0800 CST m=+1209042.707881308, startAt:0001-01-01 "

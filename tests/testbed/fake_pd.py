@@ -16,7 +16,7 @@ DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "pd"
 API = "/pd/api/v1"
 
 # Recorded bodies served by default (tests/data/pd/ = copies of ../shared/samples/).
-# /operators defaults to "[]": PD's answer when no operator is running (FACTS §1.5).
+# /operators defaults to "[]": PD's answer when no operator is running (https://github.com/tikv/pd/blob/v8.1.1/server/api/operator.go).
 DEFAULT_FILES = {
     f"{API}/stores": "pd-api-v1-stores_v8.1.0_tidb-operator-testdata.json",
     f"{API}/health": "pd-api-v1-health_v8.1.0_tidb-operator-testdata.json",
@@ -29,7 +29,7 @@ DEFAULT_FILES = {
 DEFAULT_LITERALS = {f"{API}/operators": "[]\n"}
 
 # PD renders JSON with unrolled/render (IndentJSON: 2 spaces), content type as below
-# (FACTS §1.1).
+# (https://github.com/tikv/pd/blob/v8.1.1/server/api/store.go, GetStore).
 JSON_TYPE = "application/json; charset=UTF-8"
 # Unknown routes fall through gorilla/mux to Go's http.NotFound: plain text, not JSON.
 NOT_FOUND_BODY = "404 page not found\n"
@@ -56,7 +56,7 @@ def _encode(body: Body) -> bytes:
 
 
 def pd_error(status: int, message: str) -> Response:
-    """A PD handler error: a JSON string body with a non-200 status (FACTS §1.1)."""
+    """A PD handler error: a JSON string body with a non-200 status (as PD's handlers answer)."""
     return Response(status, json.dumps(message).encode())
 
 
@@ -134,7 +134,7 @@ class FakePD:
                     found = True
                     meta["state_name"] = state_name
                     # `state` is the metapb enum: omitted for Up (omitempty on 0); Down and
-                    # Disconnected are Up stores with an old heartbeat (FACTS §1.2).
+                    # Disconnected are Up stores with an old heartbeat (https://github.com/tikv/pd/blob/v8.1.1/pkg/core/store.go).
                     enum = _STATE_ENUM.get(state_name)
                     if enum is None:
                         meta.pop("state", None)
@@ -187,11 +187,11 @@ class FakePD:
         for info in json.loads(stores.body).get("stores") or []:
             if str(info["store"].get("id")) == raw_id:
                 return Response(200, _encode(info))
-        # GET /store/999 → 404 "[PD:core:ErrStoreNotFound]store 999 not found" (FACTS §1.1).
+        # GET /store/999 → 404 "[PD:core:ErrStoreNotFound]store 999 not found" (server/api/store.go).
         return pd_error(404, f"[PD:core:ErrStoreNotFound]store {raw_id} not found")
 
     def _filter_states(self, response: Response, states: list[str] | None) -> Response:
-        # GET /stores hides Tombstone stores unless ?state=2 is given (FACTS §1.2).
+        # GET /stores hides Tombstone stores unless ?state=2 is given (server/api/store.go).
         wanted = {int(s) for s in states} if states else {0, 1}
         doc = json.loads(response.body)
         infos = doc.get("stores") or []
@@ -258,10 +258,10 @@ class FakePD:
 
 
 def field_note_stores(namespace: str = "tidb-cluster") -> dict[str, Any]:
-    """GET /stores for field note 000: region_size even, leader_size 689 MiB on store 4.
+    """GET /stores of docs/field-story.md: region_size even, leader_size 689 MiB on store 4.
 
     Region counts are skewed (130/121/110/41) while region_size is even: a balance check on
-    region_count alone would blame the wrong store. Shape as PD v8.1 (FACTS §1.2).
+    region_count alone would blame the wrong store. Shape as PD v8.1 (https://github.com/tikv/pd/blob/v8.1.1/pkg/response/store.go).
     """
     rows = [
         (1, "basic-tikv-0", 130, 771, 29, 86),

@@ -105,7 +105,7 @@ def ensure_node(
 
 
 def default_nodes(api: client.CoreV1Api, kubelet_port: int) -> None:
-    """The three-node home lab of field note 000: node1 is the tainted bench node."""
+    """The three-node home lab of docs/field-story.md: node1 is the tainted bench node."""
     ensure_node(
         api,
         "node1",
@@ -121,7 +121,7 @@ def install_tidb_crd(ext: client.ApiextensionsV1Api) -> None:
     """Install TiDB Operator's real TidbCluster CRD (v1.6.3) with create, never apply.
 
     Client-side apply would put the 1.2 MB object into the last-applied annotation, which
-    is capped at 256 KiB (FACTS.md §3.5).
+    is capped at 256 KiB (docs/tidb-operator.md).
     """
     path = TIDB_CRD_LOCAL if TIDB_CRD_LOCAL.exists() else TIDB_CRD
     body = yaml.safe_load(path.read_text())
@@ -151,7 +151,7 @@ def tidbcluster_manifest(
     replicas: dict[str, int],
     spread: dict[str, int] | None = None,
 ) -> dict[str, Any]:
-    """A TidbCluster like the field notes' `basic`, with optional per-component maxSkew."""
+    """A TidbCluster like docs/field-story.md's `basic`, with optional per-component maxSkew."""
     spec: dict[str, Any] = {"version": "v8.1.0", "timezone": "UTC"}
     for comp in ("pd", "tikv", "tidb"):
         c: dict[str, Any] = {

@@ -15,7 +15,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-# Behaviour copied from pd-ctl v8.1.1 as FACTS.md §2 describes it:
+# Behaviour of pd-ctl v8.1.1, read from its source (https://github.com/tikv/pd/blob/v8.1.1/tools/pd-ctl/pdctl/command):
 # - command → endpoint map (§2.2); `store` re-marshals with `state` and `node_state` zeroed
 #   (so omitted) and 2-space indent, `store <id>` zeroes only `state` (§2.3);
 # - `config show` keeps only replication + schedule, drops hidden keys, keys sorted (§2.3);

@@ -111,7 +111,7 @@ def test_parse_of_a_missing_file_names_it(
 
 
 def field_note_stores(path: Path) -> Path:
-    """Field note 000's four stores, saved as GET /pd/api/v1/stores (sizes in MiB)."""
+    """docs/field-story.md's four stores, saved as GET /pd/api/v1/stores (sizes in MiB)."""
     rows = [(1, 130, 771, 86), (2, 121, 779, 141), (3, 110, 795, 122), (4, 41, 769, 689)]
     stores = [
         {

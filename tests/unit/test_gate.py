@@ -77,7 +77,7 @@ def tidb_cluster() -> dict[str, Any]:
 
 
 def field_note_cluster_pods(tikv3_node: str = "node1") -> list[dict[str, Any]]:
-    """Field note 000's layout: 3 database nodes, TiKV-3 added beside TiKV-0."""
+    """docs/field-story.md's layout: 3 database nodes, TiKV-3 added beside TiKV-0."""
     pods = [db_pod(f"basic-pd-{i}", "pd", f"node{i + 1}") for i in range(3)]
     pods += [db_pod(f"basic-tidb-{i}", "tidb", f"node{i + 1}") for i in range(3)]
     pods += [db_pod(f"basic-tikv-{i}", "tikv", f"node{i + 1}") for i in range(3)]
@@ -153,7 +153,7 @@ def field_note_kube(tikv3_node: str = "node1") -> InMemoryKube:
 def store_info(
     sid: int, pod: str, region_count: int, region_size: int, leader_count: int, leader_size: int
 ) -> dict[str, Any]:
-    """One GET /stores entry in PD's shape (FACTS §1.2)."""
+    """One GET /stores entry in PD's shape (https://github.com/tikv/pd/blob/v8.1.1/pkg/response/store.go)."""
     return {
         "store": {
             "id": sid,
@@ -173,7 +173,7 @@ def store_info(
 
 
 def field_note_stores_body() -> dict[str, Any]:
-    """Field note 000: region_count skewed, region_size even, leader_size 689 on TiKV-3."""
+    """docs/field-story.md: region_count skewed, region_size even, leader_size 689 on TiKV-3."""
     rows = [
         (1, "basic-tikv-0", 130, 771, 29, 86),
         (2, "basic-tikv-1", 121, 779, 37, 141),

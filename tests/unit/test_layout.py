@@ -1,4 +1,4 @@
-"""The fixed top-level layout of PRODUCT.md holds."""
+"""The fixed top-level layout of the repository (README's "Layout") holds."""
 
 from __future__ import annotations
 

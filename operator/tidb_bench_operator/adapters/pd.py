@@ -1,4 +1,10 @@
-"""PD adapter: a narrow, read-only PD client over the HTTP API or pd-ctl exec'd in a PD pod."""
+"""PD adapter: a narrow, read-only PD client over the HTTP API or pd-ctl exec'd in a PD pod.
+
+Why over 500 lines: it is one client with two transports that must fail alike (the same
+PDError kinds, the same answers to parse), the judging of pd-ctl's text that makes the
+second transport as trustworthy as the first, and the choice between them
+(spec.preflight.pdTransport). Split apart, each half would need the other's error rules.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +30,7 @@ HEALTH_PATH = f"{API}/health"
 
 # In a TiDB Operator PD pod the binary is /pd-ctl and PD listens on 127.0.0.1:2379, which is
 # also pd-ctl's default -u; we pass it explicitly so a PD_ADDR in the pod's env cannot
-# redirect us (FACTS §2.1 "Invocation").
+# redirect us (https://github.com/tikv/pd/blob/v8.1.1/tools/pd-ctl/pdctl/ctl.go).
 PD_CTL = "/pd-ctl"
 LOCAL_PD_URL = "http://127.0.0.1:2379"
 PD_CONTAINER = "pd"
@@ -98,7 +104,7 @@ def urllib_transport(url: str, timeout: float) -> tuple[int, bytes]:
             return int(response.status), bytes(response.read())
     except urllib.error.HTTPError as exc:
         # A non-200 is an answer, not a transport failure: PD puts its error text in the
-        # body as a JSON string (FACTS §1.1 "Errors").
+        # body as a JSON string (e.g. GetStore in https://github.com/tikv/pd/blob/v8.1.1/server/api/store.go).
         try:
             return exc.code, bytes(exc.read())
         finally:
@@ -109,7 +115,7 @@ def urllib_transport(url: str, timeout: float) -> tuple[int, bytes]:
 
 
 def _pd_message(body: bytes) -> str:
-    """PD's error text: handlers answer a JSON string (FACTS §1.1); anything else is excerpted."""
+    """PD's error text: handlers answer a JSON string (see above); anything else is excerpted."""
     text = body.decode("utf-8", errors="replace").strip()
     try:
         value = json.loads(text)
@@ -208,8 +214,9 @@ def _parsed(where: str, parse: Callable[[Any], _T], body: str | bytes) -> _T:
 # pd-ctl exits 0 even when the command failed (tikv/pd#8762), so success is judged by the
 # text: "Failed to get store: <err>", or a bare "<err>" for `operator show`, where <err> is
 # "[<status>] <body>" for an HTTP answer or the Go client error, optionally wrapped in
-# "after trying all endpoints, ..." (FACTS §2.3 "Errors"). Cobra errors ("Error: unknown
-# command ...") are the only ones that exit 1 (FACTS §2.3).
+# "after trying all endpoints, ..."; Cobra errors ("Error: unknown command ...") are the
+# only ones that exit 1. Source: tikv/pd v8.1.1, tools/pd-ctl/pdctl/command/global.go and
+# tools/pd-ctl/pdctl/ctl.go (https://github.com/tikv/pd/tree/v8.1.1/tools/pd-ctl/pdctl).
 _FAILED_TO = re.compile(r"^Failed!? (?:to (?P<what>[^:]+): )?(?P<err>.*)$")
 _ALL_ENDPOINTS = re.compile(
     r"^after trying all endpoints, no endpoint is available, the last error we met: (?P<err>.*)$"
@@ -323,7 +330,7 @@ def kubernetes_exec(api_client: Any) -> ExecFn:
                     command=list(argv),
                     container=container,
                     # No stdin: pd-ctl reads a non-terminal stdin and appends its words to
-                    # the command line (FACTS §2.1 "Stdin quirk").
+                    # the command line (tikv/pd v8.1.1 tools/pd-ctl/main.go, ReadStdin).
                     stdin=False,
                     stdout=True,
                     stderr=True,

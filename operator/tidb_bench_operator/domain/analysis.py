@@ -51,7 +51,7 @@ def _find_knee(steps: Sequence[StepResult]) -> StepResult | None:
 
     Why both conditions: QPS flattening alone also happens on a noisy plateau that is still
     cheap in latency, and latency growth alone is normal while QPS still scales; the knee
-    people look for in the field notes (000: 128 -> 256 threads, QPS -9%, p95 x2.5) has both.
+    people look for (docs/field-story.md: 128 -> 256 threads, QPS -9%, p95 x2.5) has both.
     Steps without a percentile value cannot show the latency half and are skipped.
     """
     for current, following in itertools.pairwise(steps):

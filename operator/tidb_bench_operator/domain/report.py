@@ -50,7 +50,7 @@ def _latency(step: StepStatus) -> float | None:
 
 
 def _rate(value: float | None) -> str:
-    """QPS/TPS as in the field notes: thousands separators, decimals only below 100."""
+    """QPS/TPS as people write them (docs/field-story.md): thousands separators, decimals < 100."""
     if value is None:
         return "—"
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}"

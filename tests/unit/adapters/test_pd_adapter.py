@@ -37,7 +37,8 @@ OPERATOR = (
     "00:00:00 +0000 UTC, currentStep:0, size:95, steps:[0:{transfer leader from store 2 to store "
     "1}], timeout:[1m0s])"
 )
-# FACTS §2.3: the Go client error pd-ctl prints when nothing listens on its -u address.
+# The Go client error pd-ctl prints when nothing listens on its -u address
+# (https://github.com/tikv/pd/blob/v8.1.1/tools/pd-ctl/pdctl/command/global.go).
 REFUSED = (
     'Failed to get store: Get "http://127.0.0.1:2379/pd/api/v1/stores": '
     "dial tcp 127.0.0.1:2379: connect: connection refused"

@@ -1,4 +1,4 @@
-"""Sweep summary (peak, knee, SLO) and regression detection, on the field notes' numbers."""
+"""Sweep summary (peak, knee, SLO) and regression detection, on docs/field-story.md's numbers."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def step(
     )
 
 
-# Field notes 000: point-select sweep (TiKV=3, bench node alone) and the OLTP read-write sweep.
+# docs/field-story.md: point-select sweep (TiKV=3, bench node alone) and the read-write sweep.
 POINT_SELECT = [
     step("oltp_point_select", 64, 39562, 3.89),
     step("oltp_point_select", 128, 49193, 4.33),
@@ -68,7 +68,8 @@ def test_a_sweep_still_gaining_qps_has_no_knee_and_falls_back_to_the_peak() -> N
 
 
 def test_tidb_cloud_point_select_numbers_scale_without_a_knee() -> None:
-    # FACTS.md 6: v8.1 point select 50/100/200 threads, p95 1.96/2.03/2.48 ms.
+    # TiDB Cloud's v8.1 sysbench report: point select 50/100/200 threads, p95 1.96/2.03/2.48 ms
+    # (https://docs.pingcap.com/tidbcloud/v8.1-performance-benchmarking-with-sysbench).
     steps = [
         step("oltp_point_select", 50, 32741, 1.96),
         step("oltp_point_select", 100, 62545, 2.03),

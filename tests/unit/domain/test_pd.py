@@ -281,7 +281,8 @@ V73 = V71.replace("steps:[transfer", "steps:[0:{transfer").replace(
 def test_operator_strings_of_both_formats_end_pending_unless_finished_or_timed_out(
     form: str, suffix: str, finished: bool
 ) -> None:
-    # [derived] strings built from the Operator.String() formats in FACTS §1.5.
+    # [derived] strings built from the Operator.String() formats of
+    # https://github.com/tikv/pd/blob/v8.1.1/pkg/schedule/operator/operator.go.
     (op,) = parse_operators(json.dumps([form + suffix], ensure_ascii=False))
     assert (op.desc, op.region_id, op.kind, op.finished) == (
         "balance-leader",

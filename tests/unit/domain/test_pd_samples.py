@@ -49,7 +49,7 @@ def body_after_tiup_banner(path: Path) -> str:
 
 def test_the_v6_5_1_config_show_all_sample_yields_its_schedule_and_replication_settings() -> None:
     text = CONFIG_SHOW_ALL_V651.read_text()
-    # The sample really carries the misspelt key of PD up to v7.1 (FACTS §1.7).
+    # The sample really carries the misspelt key of PD up to v7.1 (tikv/pd server/config/config.go).
     assert '"swtich-witness-interval"' in text
     assert parse_pd_config(text) == PDConfig(
         leader_schedule_limit=4,
@@ -72,7 +72,7 @@ def test_the_raw_get_config_body_and_its_decoded_form_read_like_config_show_all(
 
 
 def test_the_fixed_switch_witness_interval_spelling_of_pd_7_5_is_read_too() -> None:
-    # [derived] the v6.5.1 body with the key spelt as PD v7.5+ spells it (FACTS §1.7).
+    # [derived] the v6.5.1 body with the key spelt as PD v7.5+ spells it (pkg/schedule/config).
     doc = json.loads(body_after_tiup_banner(CONFIG_SHOW_ALL_V651))
     doc["schedule"]["switch-witness-interval"] = doc["schedule"].pop("swtich-witness-interval")
     doc["schedule"]["switch-witness-interval"] = "2h0m0s"

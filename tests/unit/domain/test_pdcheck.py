@@ -18,7 +18,7 @@ FRAGMENT = (
 
 
 def field_note_stores_json() -> str:
-    """Field note 000's four stores as GET /stores JSON (sizes in MiB)."""
+    """docs/field-story.md's four stores as GET /stores JSON (sizes in MiB)."""
     rows = [(1, 130, 771, 86), (2, 121, 779, 141), (3, 110, 795, 122), (4, 41, 769, 689)]
     stores = [
         {

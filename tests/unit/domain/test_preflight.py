@@ -1,4 +1,4 @@
-"""Preflight checks on recorded PD output, the field note's cluster, and placement scenarios."""
+"""Preflight checks on recorded PD output, docs/field-story.md's cluster, and placements."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def store_info(
     sid: int, pod: str, *, state: str = "Up", leader_size: int = 0, region_size: int = 0,
     region_count: int = 0, leader_count: int = 0, engine: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """One GET /stores entry in PD's shape (FACTS §1.2)."""
+    """One GET /stores entry in PD's shape (https://github.com/tikv/pd/blob/v8.1.1/pkg/response/store.go)."""
     meta: dict[str, Any] = {
         "id": sid,
         "address": f"{pod}.basic-tikv-peer.tidb-cluster.svc:20160",
@@ -61,7 +61,7 @@ def store_info(
 
 
 def field_note_stores() -> list[Store]:
-    """Field note 000 after TiKV-3 landed on node1: the table in `region_count だけ見ると...`."""
+    """docs/field-story.md after TiKV-3 landed on node1: the `region_count` table."""
     rows = [  # store id, pod, region_count, region_size, leader_count, leader_size
         (1, "basic-tikv-0", 130, 771, 29, 86),
         (2, "basic-tikv-1", 121, 779, 37, 141),
@@ -262,7 +262,7 @@ def tidb_cluster(
 
 
 def field_note_placement() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Field note 000 on the morning of the run: node1 tainted, nothing of the DB on it."""
+    """docs/field-story.md on the morning of the run: node1 tainted, nothing of the DB on it."""
     nodes = [node("node1", taints=[CONTROL_PLANE]), node("node2"), node("node3")]
     pods = [
         pod("basic-pd-0", "pd", "node3"),

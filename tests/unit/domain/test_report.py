@@ -1,4 +1,4 @@
-"""`tidb-bench report` rendering: Markdown tables and the SVG chart, on the field notes' numbers."""
+"""`tidb-bench report` rendering: Markdown tables and the SVG chart, on docs/field-story.md's numbers."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def step(
     }
 
 
-# Field notes 000: the point-select sweep from the benchmark node (TiKV=3) ...
+# docs/field-story.md: the point-select sweep from the benchmark node (TiKV=3) ...
 POINT_SELECT = [
     step(0, "oltp_point_select", 64, 39562.0, 3.89),
     step(1, "oltp_point_select", 128, 49193.0, 4.33),

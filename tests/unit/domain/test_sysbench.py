@@ -290,7 +290,7 @@ def test_a_summary_percentile_of_0_00_with_events_is_sub_resolution_not_missing(
 
 def test_a_summary_percentile_of_0_00_with_zero_events_becomes_none() -> None:
     # A real report whose numbers are rewritten to "nothing completed": the stalled-cluster
-    # case (FACTS.md 5.5 case 1) for which no capture exists.
+    # case (no event in the window: https://github.com/akopytov/sysbench/blob/1.0.20/src/sb_histogram.c) for which no capture exists.
     text = read("sysbench-1.0.20_oltp_point_select_threads1_tidb.txt")
     start = text.index("SQL statistics:")
     report = text[start:]
