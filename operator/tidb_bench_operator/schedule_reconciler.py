@@ -95,12 +95,9 @@ class ScheduleKube(Protocol):
 
 @dataclass
 class ScheduleOutcome:
-    """The result of one reconcile: a merge patch for .status and the events posted."""
+    """The result of one reconcile: a merge patch for .status."""
 
     status: dict[str, Any]
-    events: list[tuple[str, str, str]] = field(default_factory=list)
-    created: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -256,8 +253,7 @@ class ScheduleReconciler:
             entries, spec.successful_runs_history_limit, spec.failed_runs_history_limit
         )
         for name in doomed + beyond:
-            if self.kube.delete_benchmark_run(ctx.ref.namespace, name):
-                ctx.out.deleted.append(name)
+            self.kube.delete_benchmark_run(ctx.ref.namespace, name)
 
     # ------------------------------------------------------------------ firing
     def _fire(
@@ -298,7 +294,6 @@ class ScheduleReconciler:
         assert decision.run_name is not None
         for name in decision.delete_runs:
             if self.kube.delete_benchmark_run(ref.namespace, name):
-                ctx.out.deleted.append(name)
                 self._event(
                     ctx,
                     ref,
@@ -314,7 +309,6 @@ class ScheduleReconciler:
         st.last_schedule_time = decision.scheduled_time
         st.message = decision.reason
         if new:
-            ctx.out.created.append(decision.run_name)
             self._event(ctx, ref, "BenchmarkSchedule", "Normal", "Scheduled", decision.reason)
         set_condition(st.conditions, "Scheduling", "True", "Created", decision.reason, ctx.now)
         return [*names, decision.run_name] if decision.run_name not in names else names
@@ -346,7 +340,6 @@ class ScheduleReconciler:
     def _event(
         self, ctx: _Ctx, ref: RunRef, kind: str, type_: str, reason: str, message: str
     ) -> None:
-        ctx.out.events.append((type_, reason, message))
         self.kube.create_event(
             build_event(
                 ref,

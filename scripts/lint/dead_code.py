@@ -2,7 +2,7 @@
 
 Vulture lists definitions nothing in operator/ refers to. Two kinds of findings are not dead
 code and are left out here, by rule rather than one by one:
-  - fields declared in a class body (`name: type = ...`): they are a schema (CRD, status,
+  - fields of pydantic models (`name: type = Field(...)`): they are a schema (CRD, status,
     wire message) read by serialization, which vulture cannot see;
   - attributes assigned under the name of such a field (`status.finished_at = now`).
 Everything else must be used by the product or be listed, with its reason, in
@@ -25,15 +25,30 @@ FRAMEWORK_DECORATORS = ["@kopf.*", "@field_validator", "@model_validator"]
 
 
 def schema_fields(paths: list[Path]) -> set[str]:
-    """Names declared as annotated fields in any class body."""
-    names: set[str] = set()
+    """Names declared as annotated fields of pydantic models (classes based on BaseModel).
+
+    Models are found by their bases' names, transitively across the product. Dataclasses are
+    not schemas: their unused fields are reported like any other dead code.
+    """
+    classes: dict[str, tuple[list[str], list[str]]] = {}
     for path in paths:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.ClassDef):
-                for stmt in node.body:
-                    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-                        names.add(stmt.target.id)
-    return names
+                bases = [b.id if isinstance(b, ast.Name) else ast.unparse(b) for b in node.bases]
+                fields = [
+                    stmt.target.id
+                    for stmt in node.body
+                    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+                ]
+                old = classes.get(node.name, ([], []))
+                classes[node.name] = (old[0] + bases, old[1] + fields)
+    models = {"BaseModel"}
+    while True:
+        found = {n for n, (bases, _) in classes.items() if any(b in models for b in bases)}
+        if found <= models:
+            break
+        models |= found
+    return {f for n, (_, fields) in classes.items() if n in models for f in fields}
 
 
 def main() -> int:

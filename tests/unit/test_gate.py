@@ -320,7 +320,6 @@ def test_the_field_note_cluster_fails_leader_size_balance_while_region_size_pass
     assert outcome.verdict.failed == ["leader-size-balance"]
     assert outcome.tidb_version == "v8.1.0"
     assert outcome.server_version == TIDB_VERSION
-    assert outcome.pd_source == f"PD HTTP {fake_pd.url}"
 
 
 def test_a_tikv_pod_on_the_bench_node_fails_bench_node_isolation(fake_pd: FakePD) -> None:

@@ -84,7 +84,6 @@ class PreflightOutcome:
     verdict: GateVerdict
     tidb_version: str | None = None
     server_version: str | None = None
-    pd_source: str | None = None
 
 
 def with_skipped(outcome: PreflightOutcome, spec: BenchmarkRunSpec) -> PreflightOutcome:
@@ -290,7 +289,6 @@ def run_preflight(
             verdict=evaluate([], policy),
             tidb_version=view.tidb_version,
             server_version=view.server_version,
-            pd_source=pd.describe() if pd is not None else None,
         )
 
     # --- Kubernetes: bench-node-isolation, topology-spread -------------------------------
@@ -398,7 +396,6 @@ def run_preflight(
         verdict=evaluate(checks, policy),
         tidb_version=view.tidb_version,
         server_version=view.server_version,
-        pd_source=pd.describe() if pd is not None else None,
     )
 
 
