@@ -16,7 +16,12 @@ from tidb_bench_operator.adapters.mysql import DatabaseError
 from tidb_bench_operator.adapters.pd import HTTPPDClient
 from tidb_bench_operator.domain.models import BenchmarkRunSpec
 from tidb_bench_operator.domain.preflight import CHECK_NAMES, CheckResult
-from tidb_bench_operator.reconcile.gate import DBFactory, PreflightOutcome, run_preflight
+from tidb_bench_operator.reconcile.gate import (
+    DBFactory,
+    PreflightOutcome,
+    run_preflight,
+    with_skipped,
+)
 
 NS = "tidb-cluster"
 BENCH_LABEL = {"tidbbench.io/bench-node": "true"}
@@ -613,3 +618,25 @@ def test_when_pd_gives_no_answer_at_all_the_gate_does_not_wait_for_it_twice() ->
     assert asked == ["http://basic-pd.tidb-cluster:2379/pd/api/v1/stores"]
     assert by_name(outcome)["pending-operators"].status == "Fail"
     assert "connection refused" in by_name(outcome)["pending-operators"].message
+
+
+def test_skipped_checks_are_recorded_as_warn_and_judged_by_the_policy(fake_pd: FakePD) -> None:
+    fake_pd.set_body("/pd/api/v1/stores", balanced_stores_body())
+    spec = make_spec(preflight={"policy": "Enforce", "skip": ["topology-spread"]})
+    outcome = with_skipped(
+        run_preflight(
+            spec,
+            "bench",
+            kube=field_note_kube(),
+            pd=HTTPPDClient(fake_pd.url),
+            db=FakeDatabase().factory(),
+        ),
+        spec,
+    )
+    skipped = by_name(outcome)["topology-spread"]
+    assert (skipped.status, skipped.message) == (
+        "Warn",
+        "skipped by spec.preflight.skip; not evaluated",
+    )
+    assert outcome.checks[-1] is skipped, "after the checks that ran"
+    assert "topology-spread" in outcome.verdict.warned
