@@ -138,6 +138,26 @@ def available_cpus() -> float:
     return float(len(os.sched_getaffinity(0)))
 
 
+def _connection(plan: StepPlan, creds: Credentials) -> dict[str, Any]:
+    """The build_sysbench_argv arguments every command of a plan shares."""
+    return dict(
+        workload=plan.workload,
+        host=plan.host,
+        port=plan.port,
+        user=creds.user,
+        db=plan.db,
+        tables=plan.tables,
+    )
+
+
+def _succeeded(ex: Execution, message: str, workload: str | None = None) -> Execution:
+    """`ex` when sysbench exited 0; else the SysbenchError its output explains (or `message`)."""
+    if ex.exit_code != 0:
+        failure = diagnose_failure(parse_sysbench_output(ex.output, workload=workload))
+        raise failure or SysbenchError("fatal", message)
+    return ex
+
+
 # ---------------------------------------------------------------------------- the step
 def wait_for_start(start_at: datetime | None, now: Callable[[], datetime]) -> float:
     """Sleep until start_at; return how late we are (seconds, >= 0)."""
@@ -160,13 +180,8 @@ def run_step(
     late = wait_for_start(plan.start_at, now)
     started_at = now()
     common: dict[str, Any] = dict(
-        workload=plan.workload,
-        host=plan.host,
-        port=plan.port,
-        user=creds.user,
-        db=plan.db,
+        _connection(plan, creds),
         threads=plan.threads,
-        tables=plan.tables,
         table_size=plan.table_size,
         rand_type=plan.rand_type,
         ignore_errors=plan.ignore_errors,
@@ -182,9 +197,7 @@ def run_step(
         if out is not None:
             out.write(f"tidb-bench: warm-up for {plan.warmup}s (results discarded)\n")
         w = exec_sysbench(warm, creds, out, prefix="[warm-up] ")
-        if w.exit_code != 0:
-            failure = diagnose_failure(parse_sysbench_output(w.output, workload=plan.workload))
-            raise failure or SysbenchError("fatal", f"warm-up exited {w.exit_code}")
+        _succeeded(w, f"warm-up exited {w.exit_code}", workload=plan.workload)
         notes.append(f"warm-up: a separate {plan.warmup}s run before measuring, discarded")
     argv = build_sysbench_argv(
         command="run",
@@ -263,22 +276,11 @@ def prepare_dataset(
                 f"tidb-bench: {len(tables)} tables with {plan.table_size} rows exist: reused\n"
             )
         return DatasetReport(action="reused", tables=len(tables))
-    common: dict[str, Any] = dict(
-        workload=plan.workload,
-        host=plan.host,
-        port=plan.port,
-        user=creds.user,
-        db=plan.db,
-        tables=plan.tables,
-        extra_args=plan.extra_args,
-    )
+    common: dict[str, Any] = dict(_connection(plan, creds), extra_args=plan.extra_args)
     if any(c is not None for c in counts.values()):
         # Partial or stale tables (another size, an interrupted prepare): start over.
         ex = exec_sysbench(build_sysbench_argv(command="cleanup", **common), creds, out)
-        if ex.exit_code != 0:
-            raise diagnose_failure(parse_sysbench_output(ex.output)) or SysbenchError(
-                "fatal", f"sysbench cleanup exited {ex.exit_code}"
-            )
+        _succeeded(ex, f"sysbench cleanup exited {ex.exit_code}")
     argv = build_sysbench_argv(
         command="prepare",
         table_size=plan.table_size,
@@ -287,10 +289,7 @@ def prepare_dataset(
         **common,
     )
     ex = exec_sysbench(argv, creds, out)
-    if ex.exit_code != 0:
-        raise diagnose_failure(parse_sysbench_output(ex.output)) or SysbenchError(
-            "fatal", f"sysbench prepare exited {ex.exit_code}: " + ex.output[-500:]
-        )
+    _succeeded(ex, f"sysbench prepare exited {ex.exit_code}: " + ex.output[-500:])
     reason = "missing" if all(c is None for c in counts.values()) else "stale"
     return DatasetReport(
         action="prepared", reason=reason, tables=len(tables), seconds=round(ex.wall_seconds, 1)
@@ -301,20 +300,9 @@ def cleanup_dataset(
     plan: StepPlan, creds: Credentials, out: TextIO | None = sys.stdout
 ) -> DatasetReport:
     """Drop the dataset's tables (`sysbench cleanup`)."""
-    argv = build_sysbench_argv(
-        command="cleanup",
-        workload=plan.workload,
-        host=plan.host,
-        port=plan.port,
-        user=creds.user,
-        db=plan.db,
-        tables=plan.tables,
-    )
+    argv = build_sysbench_argv(command="cleanup", **_connection(plan, creds))
     ex = exec_sysbench(argv, creds, out)
-    if ex.exit_code != 0:
-        raise diagnose_failure(parse_sysbench_output(ex.output)) or SysbenchError(
-            "fatal", f"sysbench cleanup exited {ex.exit_code}"
-        )
+    _succeeded(ex, f"sysbench cleanup exited {ex.exit_code}")
     return DatasetReport(action="cleaned", tables=plan.tables)
 
 
