@@ -24,7 +24,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tidb_bench_operator.domain.manifests import RunRef, compute_endpoint
-from tidb_bench_operator.domain.models import BenchmarkRunStatus, RunPhase, parse_run_spec
+from tidb_bench_operator.domain.models import (
+    TERMINAL_PHASES,
+    BenchmarkRunStatus,
+    RunPhase,
+    parse_run_spec,
+)
 from tidb_bench_operator.domain.status import status_patch, utc_now
 from tidb_bench_operator.errors import SpecError
 from tidb_bench_operator.reconcile import admission, dataset, finish, preflight, steps
@@ -89,7 +94,7 @@ class RunReconciler:
         old = dict(body.get("status") or {})
         st = BenchmarkRunStatus.model_validate(old)
         state = RunState(deps=self.deps, run=run, body=body, st=st, now=self.clock())
-        if st.phase not in TASKS:
+        if st.phase in TERMINAL_PHASES:
             finish.expire(state)
             return Outcome(status={})
         try:
