@@ -168,11 +168,22 @@ def _size_balance(
         return CheckResult(
             name=name, status="Warn", message=f"no Up TiKV store to compare {field} over"
         )
-    values = [getattr(s, field) for s in up]
+    unknown = [s.id for s in up if getattr(s, field) is None]
+    if unknown:
+        # A size PD did not report cannot be judged balanced: never compute a skew over it.
+        return CheckResult(
+            name=name,
+            status="Fail",
+            message=f"PD reported no status.{field} for Up TiKV store(s) {_ids(unknown)}, so "
+            f"their balance cannot be judged; check that the input is complete PD store "
+            "output (pd-ctl store / GET /pd/api/v1/stores) and that the stores heartbeat",
+            stores=unknown,
+        )
+    values: list[int] = [getattr(s, field) for s in up]
     per_store = ", ".join(f"{s.id}={v}" for s, v in zip(up, values, strict=True))
-    counts = ", ".join(f"{s.id}={s.region_count}" for s in up)
+    counts = ", ".join(f"{s.id}={'?' if s.region_count is None else s.region_count}" for s in up)
     # region_count is shown for context only: empty and bloated regions mix, so a skewed
-    # count can hide an even size (field note 000: 130/121/110/41 regions, 771..795 MiB).
+    # count can hide an even size (docs/preflight.md, "Why sizes, not counts").
     context = (
         f"Per store {field} MiB: {per_store}; region_count {counts} "
         "(region_count is for reference only and never fails this check)."
@@ -186,8 +197,10 @@ def _size_balance(
         )
     mean = sum(values) / len(values)
     skew = compute_skew(values)
-    high = max(up, key=lambda s: (getattr(s, field), -s.id))
-    low = min(up, key=lambda s: (getattr(s, field), s.id))
+    size = dict(zip((s.id for s in up), values, strict=True))
+    high = max(up, key=lambda s: (size[s.id], -s.id))
+    low = min(up, key=lambda s: (size[s.id], s.id))
+    high_value, low_value = size[high.id], size[low.id]
     if skew <= max_skew:
         return CheckResult(
             name=name,
@@ -199,8 +212,8 @@ def _size_balance(
         name=name,
         status="Fail",
         message=f"{field} skew {skew:.2f} > {max_skew:.2f} over {len(up)} Up TiKV stores: "
-        f"{_store_label(high)} holds {getattr(high, field)} MiB vs mean {mean:.1f} MiB "
-        f"(min {getattr(low, field)} MiB on store {low.id}); wait for PD {scheduler} or check "
+        f"{_store_label(high)} holds {high_value} MiB vs mean {mean:.1f} MiB "
+        f"(min {low_value} MiB on store {low.id}); wait for PD {scheduler} or check "
         f"pending operators (pd-ctl operator show). {context}",
         stores=[high.id, low.id],
     )
@@ -230,7 +243,7 @@ def check_pending_operators(
     operators: Sequence[Operator], *, status_if_pending: CheckStatus = "Fail", examples: int = 3
 ) -> CheckResult:
     """The PD operator queue must be empty (finished/timed-out entries do not count)."""
-    pending = [op for op in operators if not op.finished]
+    pending = [op for op in operators if op.pending]
     done = len(operators) - len(pending)
     tail = f" ({done} finished/timed-out entries ignored)" if done else ""
     if not pending:
