@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -81,29 +83,44 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _read(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
-    try:
-        return Path(path).read_text(errors="replace")
-    except OSError as exc:
-        raise TidbBenchError(f"cannot read {path}: {exc.strerror}") from exc
+    """A whole input document (size-limited, BOM/UTF-16 aware); `-` reads stdin."""
+    from tidb_bench_operator.adapters.documents import read_document
+
+    return read_document(path)
+
+
+def _dumps(value: object) -> str:
+    """Strict JSON: NaN and Infinity are not JSON, and nothing here may produce them."""
+    return json.dumps(value, indent=2, allow_nan=False)
 
 
 def cmd_parse(args: argparse.Namespace) -> int:
     """`tidb-bench parse FILE...`: step results as a JSON array (or a table)."""
-    from tidb_bench_operator.domain.sysbench import parse_sysbench_output, to_step_result
+    from tidb_bench_operator.adapters.documents import iter_lines
+    from tidb_bench_operator.domain.sysbench import (
+        LUA_WORKLOADS,
+        parse_sysbench_lines,
+        to_step_result,
+    )
 
+    if args.workload is not None and args.workload not in LUA_WORKLOADS:
+        raise TidbBenchError(
+            f"--workload {args.workload!r} is not a sysbench workload (one of: "
+            + ", ".join(LUA_WORKLOADS)
+            + ")"
+        )
     results: list[dict[str, Any]] = []
     failed = False
     for path in args.files:
-        run = parse_sysbench_output(_read(path), workload=args.workload)
+        # Streamed: a log of any length is read line by line, intervals are not kept.
+        run = parse_sysbench_lines(iter_lines(path), workload=args.workload, keep_intervals=False)
         try:
             results.append(to_step_result(run, args.workload).to_json_dict())
         except TidbBenchError as exc:
             print(f"tidb-bench parse: {path}: {exc}", file=sys.stderr)
             failed = True
     if args.format == "json":
-        print(json.dumps(results, indent=2))
+        print(_dumps(results))
     else:
         print(render_steps_table(results))
     return 1 if failed else 0
@@ -144,7 +161,7 @@ def cmd_pd_check(args: argparse.Namespace) -> int:
         args.max_region_size_skew,
     )
     if args.format == "json":
-        print(json.dumps(result, indent=2))
+        print(_dumps(result))
     else:
         print(render_pd_check_table(result))
     return 1 if any(c["status"] == "Fail" for c in result["checks"]) else 0
@@ -165,7 +182,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         pd_url=args.pd_url,
     )
     if args.format == "json":
-        print(json.dumps(results, indent=2))
+        print(_dumps(results))
     else:
         print(render_steps_table(results["steps"]))
         if results.get("summary"):
@@ -177,33 +194,42 @@ def load_report_source(text: str, origin: str) -> tuple[str, dict[str, Any]]:
     """(run name, status dict) from a saved BenchmarkRun or results ConfigMap (YAML or JSON).
 
     A results ConfigMap has no phase: it is Succeeded when every step succeeded, Failed when
-    one failed, else Running (it is rewritten after every step).
+    one failed, else Running (it is rewritten after every step). The document is read
+    strictly (no aliases, bounded nesting, finite numbers only).
     """
-    import yaml
+    from tidb_bench_operator.adapters.documents import load_yaml
+    from tidb_bench_operator.domain.untrusted import loads
 
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise TidbBenchError(f"{origin}: not YAML or JSON: {exc}") from None
+    doc = load_yaml(text, origin)
     if isinstance(doc, dict) and doc.get("kind") == "List":
         items = doc.get("items") or []
-        if len(items) != 1:
+        if not isinstance(items, list) or len(items) != 1:
+            count = len(items) if isinstance(items, list) else "malformed"
             raise TidbBenchError(
-                f"{origin}: a List of {len(items)} objects; save exactly one run "
+                f"{origin}: a List of {count} objects; save exactly one run "
                 "(kubectl get benchmarkrun NAME -o yaml)"
             )
         doc = items[0]
     if not isinstance(doc, dict):
         raise TidbBenchError(f"{origin}: expected a BenchmarkRun or a results ConfigMap")
     meta = doc.get("metadata") or {}
+    if not isinstance(meta, dict):
+        raise TidbBenchError(f"{origin}: metadata is not a mapping")
     if doc.get("kind") == "ConfigMap":
-        raw = (doc.get("data") or {}).get("steps.json")
-        if raw is None:
+        data = doc.get("data") or {}
+        raw = data.get("steps.json") if isinstance(data, dict) else None
+        if not isinstance(raw, str):
             raise TidbBenchError(
                 f"{origin}: ConfigMap {meta.get('name')} has no steps.json; is it a "
                 "BenchmarkRun's results ConfigMap (status.resultsConfigMap)?"
             )
-        steps = json.loads(raw)
+        try:
+            steps = loads(raw, f"{origin}: data.steps.json")
+        except ValueError as exc:
+            raise TidbBenchError(f"{origin}: data.steps.json is not JSON: {exc}") from None
+        if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
+            raise TidbBenchError(f"{origin}: data.steps.json is not a list of step objects")
+        _refuse_non_finite(steps, f"{origin}: data.steps.json")
         phases = {str(s.get("phase")) for s in steps}
         phase = (
             "Failed"
@@ -214,9 +240,10 @@ def load_report_source(text: str, origin: str) -> tuple[str, dict[str, Any]]:
         )
         from tidb_bench_operator.domain.manifests import LABEL_RUN, owner_name
 
+        labels = meta.get("labels")
         name = (
             owner_name(meta, "BenchmarkRun")
-            or (meta.get("labels") or {}).get(LABEL_RUN)
+            or (labels.get(LABEL_RUN) if isinstance(labels, dict) else None)
             or meta.get("name", origin)
         )
         return str(name), {"phase": phase, "steps": steps}
@@ -225,19 +252,59 @@ def load_report_source(text: str, origin: str) -> tuple[str, dict[str, Any]]:
             f"{origin}: a {doc.get('kind') or 'document'} without a BenchmarkRun status; save "
             "the run with kubectl get benchmarkrun NAME -o yaml"
         )
+    _refuse_non_finite(doc["status"], f"{origin}: status")
     return str(meta.get("name") or origin), dict(doc["status"])
+
+
+_NON_FINITE_WORDS = frozenset({"nan", "inf", "infinity"})
+
+
+def _refuse_non_finite(value: object, where: str) -> None:
+    """Refuse NaN/Infinity anywhere in a loaded document, also as strings a float reader
+    would accept ("nan", "-Infinity"): a report must not draw or compare them."""
+    stack: list[tuple[object, str]] = [(value, where)]
+    while stack:
+        item, at = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise TidbBenchError(f"{at}: {item!r} is not a finite number")
+        if isinstance(item, str) and item.strip().lower().lstrip("+-") in _NON_FINITE_WORDS:
+            raise TidbBenchError(f"{at}: {item!r} is not a finite number")
+        if isinstance(item, dict):
+            stack.extend((v, f"{at}.{k}") for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((v, f"{at}[{i}]") for i, v in enumerate(item))
+
+
+#: What a BenchmarkRun's name can be (an RFC 1123 subdomain); anything else is a path.
+_RUN_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+_FILE_SUFFIXES = (".yaml", ".yml", ".json", ".txt")
 
 
 def _report_source(ref: str, namespace: str | None) -> tuple[str, dict[str, Any]]:
     """A run from a file (or stdin) when `ref` is one, else from the cluster by name."""
-    if ref == "-" or Path(ref).is_file():
+    path = Path(ref)
+    if ref == "-" or path.is_file():
         return load_report_source(_read(ref), ref)
+    if path.exists():
+        raise TidbBenchError(f"{ref}: not a regular file (a directory?); give a saved run's file")
+    if not _RUN_NAME.fullmatch(ref) or ref.endswith(_FILE_SUFFIXES):
+        raise TidbBenchError(
+            f"{ref}: no such file (and not a BenchmarkRun name, which is lower-case letters, "
+            "digits, '-' and '.'); check the path"
+        )
     from tidb_bench_operator.adapters.k8s import Kube, KubeError, context_namespace, load_api_client
 
     kubeconfig = kubeconfig_from_env()
     ns = namespace or context_namespace(kubeconfig)
     try:
-        run = Kube(load_api_client(kubeconfig)).benchmark_run(ns, ref)
+        api = load_api_client(kubeconfig)
+    except Exception as exc:  # the kubernetes client's config errors have no common base
+        raise TidbBenchError(
+            f"{ref}: no such file, and no cluster to look up a BenchmarkRun {ref!r} in "
+            f"({type(exc).__name__}: {exc}); give a saved run's file or set KUBECONFIG"
+        ) from None
+    try:
+        run = Kube(api).benchmark_run(ns, ref)
     except KubeError as exc:
         raise TidbBenchError(str(exc)) from None
     if run is None:

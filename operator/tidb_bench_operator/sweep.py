@@ -8,9 +8,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
-import yaml
-
 from tidb_bench_operator.adapters import mysql
+from tidb_bench_operator.adapters.documents import load_yaml
 from tidb_bench_operator.adapters.pd import HTTPPDClient
 from tidb_bench_operator.config import Credentials
 from tidb_bench_operator.domain.analysis import compute_status_summary
@@ -21,7 +20,7 @@ from tidb_bench_operator.domain.preflight import (
 )
 from tidb_bench_operator.domain.results import StepResult
 from tidb_bench_operator.domain.runner_message import StepReport, combine_clients
-from tidb_bench_operator.errors import SpecError, TidbBenchError
+from tidb_bench_operator.errors import ParseError, SpecError, TidbBenchError
 from tidb_bench_operator.reconcile import gate
 from tidb_bench_operator.runner import (
     StepPlan,
@@ -34,9 +33,9 @@ from tidb_bench_operator.runner import (
 def load_spec_text(text: str) -> dict[str, Any]:
     """A RUN.yaml may be a whole BenchmarkRun manifest or just its spec."""
     try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SpecError("", f"RUN.yaml is not valid YAML: {exc}") from exc
+        doc = load_yaml(text, "RUN.yaml")
+    except ParseError as exc:
+        raise SpecError("", str(exc)) from None
     if not isinstance(doc, dict):
         raise SpecError("", "RUN.yaml must hold a BenchmarkRun or its spec (a mapping)")
     if doc.get("kind") == "BenchmarkRun":
