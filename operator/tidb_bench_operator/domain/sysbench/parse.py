@@ -196,6 +196,9 @@ class _Parser:
         line = raw_line[:MAX_LINE].rstrip("\r\n")
         if len(self.head) < _HEAD_LINES and line.strip():
             self.head.append(line)
+        if line.startswith("["):  # the bulk of a long log: intermediate reports
+            self._interval_line(line)
+            return
         stripped = line.strip()
         if stripped in _SECTIONS:
             self.section = _SECTIONS[stripped]
@@ -210,9 +213,6 @@ class _Parser:
             if row:
                 self._histogram_row(row)
                 return
-        if line.startswith("["):
-            self._interval_line(line)
-            return
         if self.section in ("sql", "general", "latency", "fairness"):
             self._summary_line(stripped)
 
@@ -272,11 +272,11 @@ class _Parser:
     def _on_warning(self, match: re.Match[str]) -> None:
         self._keep(self.warnings, match.group(1).strip())
 
-    def _add_interval(self, interval: Interval) -> None:
+    def _counted_only(self, t: float) -> bool:
+        """Count an interval; True when it is not to be kept (so need not be built)."""
         self.interval_count += 1
-        self.last_interval_t = interval.t
-        if self.keep_intervals and len(self.intervals) < MAX_INTERVALS:
-            self.intervals.append(interval)
+        self.last_interval_t = t
+        return not self.keep_intervals or len(self.intervals) >= MAX_INTERVALS
 
     def _interval_numbers(self, texts: Iterable[str]) -> list[float] | None:
         values = [_number(text) for text in texts]
@@ -298,8 +298,10 @@ class _Parser:
             if nums is None:
                 return
             t, tps, qps, reads, writes, other, lat, err, reconn = nums
+            if self._counted_only(t):
+                return
             pct = int(g[7])
-            self._add_interval(
+            self.intervals.append(
                 Interval(
                     t=t,
                     threads=int(g[1]),
@@ -322,8 +324,10 @@ class _Parser:
             if nums is None:
                 return
             t, rate, lat = nums
+            if self._counted_only(t):
+                return
             pct = int(g[3])
-            self._add_interval(
+            self.intervals.append(
                 Interval(
                     t=t,
                     threads=int(g[1]),
