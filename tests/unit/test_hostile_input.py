@@ -292,5 +292,5 @@ def test_a_saved_run_document_that_is_hostile_is_refused(text: str, words: str) 
 
 @pytest.mark.parametrize("text", [BILLION_LAUGHS, "[" * 50_000, "spec: {threads: [.inf]}"])
 def test_a_hostile_run_file_is_a_spec_error(text: str) -> None:
-    with pytest.raises(SpecError, match="RUN.yaml"):
+    with pytest.raises(SpecError, match=r"RUN\.yaml"):
         load_spec_text(text)
