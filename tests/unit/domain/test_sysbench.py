@@ -301,10 +301,22 @@ def test_a_summary_percentile_of_0_00_with_zero_events_becomes_none() -> None:
         ),
         ("read:                            128210", "read:                            0"),
         ("total:                           128210", "total:                           0"),
-        ("min:                                    0.52", "min:                                    0.00"),
-        ("avg:                                    0.78", "avg:                                    0.00"),
-        ("max:                                   26.34", "max:                                    0.00"),
-        ("sum:                                99836.53", "sum:                                    0.00"),
+        (
+            "min:                                    0.52",
+            "min:                                    0.00",
+        ),
+        (
+            "avg:                                    0.78",
+            "avg:                                    0.00",
+        ),
+        (
+            "max:                                   26.34",
+            "max:                                    0.00",
+        ),
+        (
+            "sum:                                99836.53",
+            "sum:                                    0.00",
+        ),
     ):
         assert old in report
         report = report.replace(old, new)
