@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/tests
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: test deps venv k8s lint types contracts unit e2e bench testbed-up testbed-down demo clean crds
+.PHONY: test deps venv k8s lint types contracts unit e2e bench bench-input fuzz testbed-up testbed-down demo clean crds
 
 test: deps venv k8s lint types contracts unit e2e
 
@@ -65,7 +65,17 @@ demo: venv deps k8s
 clean: testbed-down
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
 
-# Benchmarks (need `make testbed-up`): tool vs bare sysbench, and the controller's overhead.
-bench: venv
+# Benchmarks (need `make testbed-up`): tool vs bare sysbench, and the controller's overhead;
+# then the hostile-input benchmark (pd-check on 4 MB of text, parse of a 200 MB log).
+bench: venv bench-input
 	$(BIN)/python bench/run_vs_sysbench.py
 	$(BIN)/python bench/controller_overhead.py
+
+bench-input: venv
+	$(BIN)/python bench/hostile_input.py
+
+# Coverage-guided fuzzing (atheris) of every parser of untrusted input, FUZZ_SECONDS per
+# target (default 600), seeded from tests/data/; crashes land in .fuzz/artifacts/.
+FUZZ_SECONDS ?= 600
+fuzz: venv
+	FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python tests/fuzz/run.py
