@@ -98,21 +98,25 @@ class Operator(BaseModel):
 # printed: "Failed to get store: <err>", or a bare "<err>" for operator show, where <err> is
 # "[<status>] <body>" or a Go client error (docs/pd.md "pd-ctl").
 _ERROR_LINE = re.compile(
-    r"(?:Failed to |Failed! |Error: |\[\d{3}\] |(?:Get|Post|Delete) \"[^\"]*\": )"
+    r"^[ \t]*(?:Failed to |Failed! |Error: |\[\d{3}\] |(?:Get|Post|Delete) \"[^\"\n]*\": )",
+    re.MULTILINE,
 )
 _ERROR_ANYWHERE = re.compile(
     r"after trying all endpoints|connection refused|no such host|context deadline exceeded"
 )
-#: Characters of one line looked at for a pd-ctl error (its errors are one short line).
+#: Characters of one line shown from a pd-ctl error (its errors are one short line).
 _ERROR_LINE_LIMIT = 4096
 
 
 def _first_error_line(text: str) -> str | None:
-    for line in text.splitlines():
-        stripped = line.strip()[:_ERROR_LINE_LIMIT]
-        if stripped and (_ERROR_LINE.match(stripped) or _ERROR_ANYWHERE.search(stripped)):
-            return stripped
-    return None
+    """The first line that is a pd-ctl error, found by two regex searches (no line loop)."""
+    found = [m.start() for m in (_ERROR_LINE.search(text), _ERROR_ANYWHERE.search(text)) if m]
+    if not found:
+        return None
+    at = min(found)
+    start = text.rfind("\n", 0, at) + 1
+    end = text.find("\n", at)
+    return text[start : end if end >= 0 else len(text)].strip()[:_ERROR_LINE_LIMIT]
 
 
 def _pd_error(what: str, detail: str) -> PDError:
