@@ -23,7 +23,7 @@ def run_pd_check(
     max_leader_skew: float = DEFAULT_MAX_LEADER_SIZE_SKEW,
     max_region_skew: float = DEFAULT_MAX_REGION_SIZE_SKEW,
 ) -> dict[str, list[dict[str, Any]]]:
-    """`{"checks": [{"name", "status", "message", "stores"}]}` (PRODUCT.md, fixed shape).
+    """`{"checks": [{"name", "status", "message", "stores"}]}` (a fixed shape: scripts read it).
 
     Raises ParseError / PDError when the saved output is not store JSON or is a pd-ctl error.
     """

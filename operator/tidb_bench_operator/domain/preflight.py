@@ -12,7 +12,8 @@ from pydantic.alias_generators import to_camel
 from tidb_bench_operator.domain.pd import STATE_TOMBSTONE, STATE_UP, Operator, Store
 from tidb_bench_operator.errors import ParseError
 
-# Check names are fixed by PRODUCT.md ("Preflight check names — fixed").
+# Check names are part of the interface (status.preflight.checks[].name, metrics labels):
+# fixed, never renamed.
 BENCH_NODE_ISOLATION = "bench-node-isolation"
 TOPOLOGY_SPREAD = "topology-spread"
 STORE_STATE = "store-state"
@@ -32,7 +33,8 @@ CHECK_NAMES = (
 
 # Defaults for spec.preflight.maxLeaderSizeSkew / maxRegionSizeSkew (recommendations, not
 # contract). PD's own sample cluster sits at leader_size skew 0.40 (17/25/18 MiB, sample
-# pd-api-v1-stores_v8.1.0) and is healthy; field note 000's bad case was 2.32 (86..689 MiB).
+# pd-api-v1-stores_v8.1.0) and is healthy; the field story's bad case was 2.32 (86..689 MiB,
+# docs/preflight.md).
 DEFAULT_MAX_LEADER_SIZE_SKEW = 0.5
 DEFAULT_MAX_REGION_SIZE_SKEW = 0.5
 
@@ -96,7 +98,7 @@ def _store_label(store: Store) -> str:
 
 _STATE_HINTS = {
     # Thresholds from PD's BuildStoreInfo: Disconnected after 20 s without heartbeat, Down
-    # after max-store-down-time (default 30m) (FACTS §1.2 state_name row).
+    # after max-store-down-time (default 30m) (docs/pd.md "Stores").
     "Disconnected": "no heartbeat for more than 20 s; check the TiKV pod is running and reachable",
     "Down": "no heartbeat for longer than max-store-down-time (default 30m); PD is replacing "
     "its replicas, so balance is moving",
@@ -222,7 +224,7 @@ def _size_balance(
 def check_leader_size_balance(stores: Sequence[Store], max_skew: float) -> CheckResult:
     """(max − min)/mean of leader_size over Up TiKV stores must not exceed max_skew."""
     # leader_size, not leader_count: the benchmark's requests follow leaders, and a few big
-    # regions' leaders can pile onto one store (field note 000: 689 MiB on TiKV-3 vs ~120).
+    # regions' leaders can pile onto one store (docs/preflight.md: 689 MiB on one store vs ~120).
     return _size_balance(
         stores, max_skew, name=LEADER_SIZE_BALANCE, field="leader_size", scheduler="balance-leader"
     )
@@ -317,7 +319,7 @@ def blocking_taints(node: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
     # A cordoned node (spec.unschedulable) is refused by the scheduler's NodeUnschedulable
     # plugin unless the pod tolerates this taint; the node lifecycle controller that would
-    # add it is not always running (TESTBED.md), so model it from the field.
+    # add it is not always running (docs/preflight.md), so model it from the field.
     if _get(node, "spec", "unschedulable") and not any(
         t.get("key") == "node.kubernetes.io/unschedulable" for t in taints
     ):
@@ -369,7 +371,7 @@ def _component_constraints(
     spec: Mapping[str, Any], component: str
 ) -> tuple[list[Mapping[str, Any]], str]:
     """The component's topologySpreadConstraints and where they came from."""
-    # Component-level wins over cluster-level (FACTS §3.3 topologySpreadConstraints).
+    # Component-level wins over cluster-level (docs/preflight.md, "Kubernetes details").
     own = _get(spec, component, "topologySpreadConstraints")
     if own:
         return [c for c in own if isinstance(c, Mapping)], f"spec.{component}"
@@ -411,7 +413,7 @@ def _domain_of(node: Mapping[str, Any] | None, node_name: str, key: str) -> str 
 
 
 def _render_counts(display: str, key: str, counts: Mapping[str, list[str]]) -> str:
-    # Busiest first, ties by name: reads like the field note's `TiKV node2:2 node3:1 node1:0`.
+    # Busiest first, ties by name: reads like `TiKV node2:2 node3:1 node1:0` (docs/preflight.md).
     order = sorted(counts.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     body = " ".join(f"{domain}:{len(names)}" for domain, names in order)
     prefix = display if key == HOSTNAME_KEY else f"{display} ({key})"
@@ -477,7 +479,7 @@ def check_topology_spread(
             honor_affinity = constraint.get("nodeAffinityPolicy", "Honor") != "Ignore"
             # Kubernetes counts as domains the nodes that pass the pod's node selector
             # (nodeAffinityPolicy Honor, the default) whatever their taints
-            # (nodeTaintsPolicy Ignore, the default; TidbCluster cannot set it, FACTS §3.3),
+            # (nodeTaintsPolicy Ignore, the default; TidbCluster cannot set it, docs/preflight.md),
             # so a tainted empty node still counts with 0 pods.
             counts: dict[str, list[str]] = {}
             domain_nodes: dict[str, list[Mapping[str, Any]]] = {}
@@ -530,7 +532,7 @@ def check_topology_spread(
                     if node_name in occupied_nodes or node_name in taint_notes:
                         continue
                     # Only the control-plane taint gets a sentence: it is the one that
-                    # silently skewed field note 000 (node1 kept it after kubeadm); other
+                    # silently skewed the field story (docs/preflight.md: a node kept it after kubeadm); other
                     # taints (a dedicated bench node) are deliberate.
                     cp = [
                         t
@@ -612,7 +614,7 @@ def check_bench_node_isolation(
             component = _labels(pod).get(_COMPONENT_LABEL, "?")
             problems.append(f"pod {_name(pod)} ({component}) runs on bench node {node_name}")
     if problems:
-        # A client sharing a node with TiKV/TiDB/PD corrupts the result (field note 000:
+        # A client sharing a node with TiKV/TiDB/PD corrupts the result (docs/preflight.md:
         # adding TiKV-3 onto the benchmark node dropped point-select QPS from 49k to 31k).
         return CheckResult(
             name=BENCH_NODE_ISOLATION,
@@ -660,7 +662,7 @@ def check_table_leader_distribution(
     (regions / stores) or the table has fewer regions than there are stores; else Pass.
     """
     # SHOW TABLE ... REGIONS has 13 columns since TiDB v6.2 and 11 before; both carry
-    # LEADER_STORE_ID, so look it up by name (FACTS §4).
+    # LEADER_STORE_ID, so look it up by name (docs/preflight.md).
     upper = [str(c).upper() for c in columns]
     if "LEADER_STORE_ID" not in upper:
         raise ParseError(

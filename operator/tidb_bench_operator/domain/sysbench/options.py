@@ -25,7 +25,7 @@ Workload = Literal[
 ]
 LUA_WORKLOADS: tuple[str, ...] = get_args(Workload)
 
-#: --rand-type values of 1.0.20 (master drops `special` and adds `zipfian`; FACTS.md 5.7).
+#: --rand-type values of 1.0.20 (master drops `special` and adds `zipfian`; docs/sysbench.md "Options").
 RAND_TYPES: tuple[str, ...] = ("uniform", "gaussian", "special", "pareto")
 
 Command = Literal["prepare", "run", "cleanup"]
@@ -60,7 +60,7 @@ EXTRA_ARG_KINDS: dict[str, str] = {
     "rand-pareto-h": "number",
     "rand-seed": "int",
     # 1.0.20's --mysql-ssl=on reads client-key.pem, client-cert.pem and cacert.pem from the
-    # working directory (FACTS.md 5.7): the runner has to put them there.
+    # working directory (docs/sysbench.md "Options"): the runner has to put them there.
     "mysql-ssl": "bool",
     "mysql-compression": "bool",
     # --rate turns the run into a fixed-arrival-rate latency test: results are then capped
