@@ -532,8 +532,8 @@ def check_topology_spread(
                     if node_name in occupied_nodes or node_name in taint_notes:
                         continue
                     # Only the control-plane taint gets a sentence: it is the one that
-                    # silently skewed the field story (docs/preflight.md: a node kept it after kubeadm); other
-                    # taints (a dedicated bench node) are deliberate.
+                    # silently skewed the field story (docs/preflight.md: a node kept it
+                    # after kubeadm); other taints (a dedicated bench node) are deliberate.
                     cp = [
                         t
                         for t in untolerated_taints(node, tolerations)

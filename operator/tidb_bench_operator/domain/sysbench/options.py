@@ -25,7 +25,7 @@ Workload = Literal[
 ]
 LUA_WORKLOADS: tuple[str, ...] = get_args(Workload)
 
-#: --rand-type values of 1.0.20 (master drops `special` and adds `zipfian`; docs/sysbench.md "Options").
+#: --rand-type values of 1.0.20 (master drops `special`, adds `zipfian`; docs/sysbench.md).
 RAND_TYPES: tuple[str, ...] = ("uniform", "gaussian", "special", "pareto")
 
 Command = Literal["prepare", "run", "cleanup"]
