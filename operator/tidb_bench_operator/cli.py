@@ -16,6 +16,17 @@ from tidb_bench_operator.config import credentials_from_env, kubeconfig_from_env
 from tidb_bench_operator.errors import TidbBenchError
 
 
+def _skew_bound(text: str) -> float:
+    """A skew bound: a finite number >= 0 (`nan` would fail every store, `inf` pass any)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number >= 0 (e.g. 0.5)")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every verb."""
     parser = argparse.ArgumentParser(
@@ -45,8 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     pd.add_argument("--stores", required=True, metavar="FILE", help="pd-ctl store / GET /stores")
     pd.add_argument("--operators", metavar="FILE", help="pd-ctl operator show / GET /operators")
     pd.add_argument("--format", choices=["json", "table"], default="table")
-    pd.add_argument("--max-leader-size-skew", type=float, default=0.5)
-    pd.add_argument("--max-region-size-skew", type=float, default=0.5)
+    pd.add_argument("--max-leader-size-skew", type=_skew_bound, default=0.5)
+    pd.add_argument("--max-region-size-skew", type=_skew_bound, default=0.5)
 
     run = sub.add_parser("run", help="the same sweep without Kubernetes")
     run.add_argument("-f", "--file", required=True, metavar="RUN.yaml")

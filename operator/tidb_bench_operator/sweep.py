@@ -150,7 +150,10 @@ def run_local_sweep(
     raw = load_spec_text(text)
     # Credentials come from the command line here; the Secret reference is not used.
     raw.setdefault("credentials", {"secretRef": {"name": "unused"}})
-    raw["target"] = {**(raw.get("target") or {}), "host": host, "port": port}
+    target = raw.get("target") or {}
+    if not isinstance(target, dict):
+        raise SpecError("target", f"{target!r:.60} is not a mapping", "e.g. target: {port: 4000}")
+    raw["target"] = {**target, "host": host, "port": port}
     if pd_url is not None:
         raw["target"]["pdURL"] = pd_url
     spec = parse_run_spec(raw)

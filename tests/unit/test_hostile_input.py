@@ -23,7 +23,7 @@ from tidb_bench_operator.domain.sysbench import (
 )
 from tidb_bench_operator.domain.untrusted import embedded_json_values
 from tidb_bench_operator.errors import ParseError, SpecError, SysbenchError, TidbBenchError
-from tidb_bench_operator.sweep import load_spec_text
+from tidb_bench_operator.sweep import run_local_sweep
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SYSBENCH = DATA / "sysbench"
@@ -290,7 +290,20 @@ def test_a_saved_run_document_that_is_hostile_is_refused(text: str, words: str) 
         load_report_source(text, "run.yaml")
 
 
-@pytest.mark.parametrize("text", [BILLION_LAUGHS, "[" * 50_000, "spec: {threads: [.inf]}"])
+@pytest.mark.parametrize(
+    "text",
+    [BILLION_LAUGHS, "[" * 50_000, "spec: {threads: [.inf]}", "workloads: [x]\ntarget: [1, 2]"],
+)
 def test_a_hostile_run_file_is_a_spec_error(text: str) -> None:
-    with pytest.raises(SpecError, match=r"RUN\.yaml"):
-        load_spec_text(text)
+    with pytest.raises(SpecError, match=r"RUN\.yaml|spec\.target"):
+        run_local_sweep(text, host="h", port=1, user="u", password="", out=None)
+
+
+@pytest.mark.parametrize("bound", ["nan", "inf", "-1", "lots"])
+def test_pd_check_refuses_a_skew_bound_that_cannot_judge(
+    bound: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["pd-check", "--stores", str(STORES_V81), "--max-leader-size-skew", bound])
+    assert info.value.code == 2
+    assert "--max-leader-size-skew" in capsys.readouterr().err
