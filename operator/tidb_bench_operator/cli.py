@@ -163,7 +163,7 @@ def render_steps_table(results: Sequence[dict[str, Any]]) -> str:
 
 def cmd_pd_check(args: argparse.Namespace) -> int:
     """`tidb-bench pd-check`: exit 0 when nothing fails, 1 when a check fails."""
-    from tidb_bench_operator.domain.pdcheck import render_pd_check_table, run_pd_check
+    from tidb_bench_operator.domain.preflight.pdcheck import render_pd_check_table, run_pd_check
 
     result = run_pd_check(
         _read(args.stores),

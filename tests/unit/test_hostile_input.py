@@ -15,7 +15,7 @@ import pytest
 
 from tidb_bench_operator.cli import load_report_source, main
 from tidb_bench_operator.domain.pd import parse_operators, parse_stores
-from tidb_bench_operator.domain.pdcheck import run_pd_check
+from tidb_bench_operator.domain.preflight.pdcheck import run_pd_check
 from tidb_bench_operator.domain.sysbench import (
     parse_sysbench_lines,
     parse_sysbench_output,

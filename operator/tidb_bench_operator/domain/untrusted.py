@@ -11,7 +11,7 @@ import codecs
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from tidb_bench_operator.errors import ParseError
@@ -85,11 +85,35 @@ def loads(text: str, what: str) -> Any:
     JSONDecodeError for text that is not JSON; ParseError for JSON we refuse.
     """
     try:
-        return json.loads(text, strict=False, parse_constant=_refuse_constant)
+        value = json.loads(text, strict=False, parse_constant=_refuse_constant)
     except RecursionError:
+        value = None
+        deep = True
+    else:
+        deep = _deeper_than(value, MAX_DEPTH)
+    if deep:
         raise ParseError(
-            f"{what}: JSON nested too deeply to read; PD and pd-ctl output nests a few levels"
-        ) from None
+            f"{what}: JSON nested too deeply (over {MAX_DEPTH} levels); PD and pd-ctl output "
+            "nests a few levels"
+        )
+    return value
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """True when a decoded JSON value nests more than `limit` levels (iterative walk)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _refuse_constant(name: str) -> Any:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tidb_bench_operator.domain.pdcheck import render_pd_check_table, run_pd_check
+from tidb_bench_operator.domain.preflight.pdcheck import render_pd_check_table, run_pd_check
 from tidb_bench_operator.errors import ParseError, PDError
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "pd"

@@ -6,14 +6,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tidb_bench_operator.domain.pd import parse_operators, parse_stores
-from tidb_bench_operator.domain.preflight import (
-    DEFAULT_MAX_LEADER_SIZE_SKEW,
-    DEFAULT_MAX_REGION_SIZE_SKEW,
-    CheckResult,
+from tidb_bench_operator.domain.preflight.stores import (
     check_leader_size_balance,
     check_pending_operators,
     check_region_size_balance,
     check_store_state,
+)
+from tidb_bench_operator.domain.preflight.verdict import (
+    DEFAULT_MAX_LEADER_SIZE_SKEW,
+    DEFAULT_MAX_REGION_SIZE_SKEW,
+    CheckResult,
 )
 
 
