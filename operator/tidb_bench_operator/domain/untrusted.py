@@ -181,6 +181,26 @@ def _spans(text: str) -> list[tuple[int, int, int]]:
     return spans
 
 
+_FIRST_IN_OBJECT = re.compile(r'[ \t\r\n]*["}]')
+_FIRST_IN_ARRAY = re.compile(r'[ \t\r\n]*(?:["{\[\]\-0-9]|true|false|null)')
+_JSON_VALUE_ENDS = frozenset('"}]0123456789el')
+
+
+def _could_be_json(text: str, start: int, end: int) -> bool:
+    """A cheap look at both ends of a bracketed span before a full JSON parse.
+
+    Prose brackets (`[section 1]`, `[ 10s ] thds: ...`, `{placeholder}`) fail here at the
+    cost of one regex match instead of a failed parse, which keeps text full of them fast.
+    """
+    first = _FIRST_IN_OBJECT if text[start] == "{" else _FIRST_IN_ARRAY
+    if not first.match(text, start + 1, end):
+        return False
+    i = end - 2
+    while i > start and text[i] in " \t\r\n":
+        i -= 1
+    return i == start or text[i] in _JSON_VALUE_ENDS
+
+
 def _begins_line(text: str, pos: int) -> bool:
     """True when only blanks stand between the previous newline (or the start) and `pos`."""
     i = pos - 1
@@ -214,6 +234,8 @@ def embedded_json_values(
         if start < accepted_end or depth > MAX_DEPTH:
             continue
         if line_start and not _begins_line(text, start):
+            continue
+        if not _could_be_json(text, start, end):
             continue
         try:
             value = loads(text[start:end], "embedded JSON")
