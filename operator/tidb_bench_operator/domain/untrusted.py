@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import codecs
 import json
-import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -22,7 +21,8 @@ MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
 MAX_DEPTH = 64
 #: JSON values looked at when searching text that is not JSON as a whole.
 MAX_EMBEDDED_VALUES = 10_000
-#: Failed wrappers descended into when a bracketed span is not valid JSON.
+#: How deep inside other brackets a span may start and still be tried as JSON (so a
+#: hand-made, invalid wrapper around real store objects still yields them).
 MAX_DESCENT = 4
 
 _BOMS = (
@@ -289,13 +289,4 @@ def read_str(obj: Mapping[str, Any], key: str, where: str, *, default: str = "")
         return default
     if not isinstance(value, str):
         raise ParseError(f"{where}.{key}: {_show(value)} is not a string")
-    return value
-
-
-def finite(value: float, field: str, *, minimum: float | None = 0.0) -> float:
-    """`value` when finite and >= minimum, else ParseError naming the field."""
-    if not math.isfinite(value):
-        raise ParseError(f"{field}: {value!r} is not a finite number")
-    if minimum is not None and value < minimum:
-        raise ParseError(f"{field}: {value!r} is negative, which is impossible")
     return value

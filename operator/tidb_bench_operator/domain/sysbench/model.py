@@ -132,15 +132,3 @@ class SysbenchRun(_Frozen):
     last_interval_t: float | None = Field(
         default=None, description="Time of the last intermediate report line, seconds."
     )
-
-    @property
-    def forced_shutdown(self) -> bool:
-        """True when sysbench hit --forced-shutdown (the report then covers a stalled tail)."""
-        return any("forcing shutdown" in line for line in self.fatal)
-
-    @property
-    def usable_histogram(self) -> list[tuple[float, int]] | None:
-        """The histogram if it holds events, else None (empty blocks happen, see notes)."""
-        if self.histogram and sum(count for _, count in self.histogram) > 0:
-            return self.histogram
-        return None
