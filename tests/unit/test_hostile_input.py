@@ -281,10 +281,24 @@ BILLION_LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, 
         ),
         ("kind: ConfigMap\nmetadata: {name: r}\ndata: {steps.json: '[1, 2]'}\n", "list of step"),
         ("kind: List\nitems: 5\n", "List of malformed"),
+        # Found by the fuzzer (make fuzz, target documents): a null owner reference.
+        (
+            "kind: ConfigMap\nmetadata:\n  name: r\n  ownerReferences:\n  - \n"
+            "data: {steps.json: '[{\"qps\": 1.0}]'}\n",
+            None,
+        ),
+        (
+            "kind: ConfigMap\nmetadata: {name: r, ownerReferences: 5}\n"
+            "data: {steps.json: '[{\"qps\": 1.0}]'}\n",
+            None,
+        ),
         ("kind: BenchmarkRun\nmetadata: [1]\nstatus: {}\n", "metadata"),
     ],
 )
-def test_a_saved_run_document_that_is_hostile_is_refused(text: str, words: str) -> None:
+def test_a_saved_run_document_that_is_hostile_is_refused(text: str, words: str | None) -> None:
+    if words is None:  # readable after all: the odd part is skipped, not a traceback
+        assert load_report_source(text, "run.yaml")[0] == "r"
+        return
     with pytest.raises(TidbBenchError, match=words):
         load_report_source(text, "run.yaml")
 

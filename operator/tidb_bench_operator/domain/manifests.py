@@ -96,8 +96,10 @@ def label_value(name: str) -> str:
 
 def owner_name(metadata: Mapping[str, Any], kind: str) -> str | None:
     """The name of the object's first owner of `kind` (labels may hold a shortened one)."""
-    for owner in metadata.get("ownerReferences") or []:
-        if owner.get("kind") == kind and owner.get("name"):
+    owners = metadata.get("ownerReferences")
+    for owner in owners if isinstance(owners, list) else []:
+        # Saved files are read too (`tidb-bench report`): skip entries of the wrong shape.
+        if isinstance(owner, Mapping) and owner.get("kind") == kind and owner.get("name"):
             return str(owner["name"])
     return None
 
