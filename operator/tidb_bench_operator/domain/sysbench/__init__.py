@@ -5,6 +5,7 @@ docs/sysbench.md with their upstream sources. Modules, by job:
 
 - options: the workloads, the extraArgs allow-list and the argv builder;
 - model / parse: what one invocation printed, read line by line (streaming);
+- quirks: the notes a reader needs about sysbench's known quirks;
 - diagnose: why a run has no usable report, as one precise SysbenchError;
 - steps: the fixed StepResult from a parsed run, and a step's clients combined.
 """
