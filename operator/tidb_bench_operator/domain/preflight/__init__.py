@@ -1,6 +1,7 @@
 """Preflight checks: pure judgements of whether a TiDB cluster is fair to measure right now.
 
-Why each check exists is told in docs/preflight.md. Modules:
+Why each check exists is told in docs/field-story.md, the rules they apply in
+docs/preflight.md. Modules:
 
 - verdict: the fixed check names, CheckResult, statuses and the gate's decision (evaluate);
 - stores: the PD checks (store-state, leader/region size balance, pending operators);

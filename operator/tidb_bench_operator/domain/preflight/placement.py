@@ -1,7 +1,7 @@
 """The Kubernetes placement checks: topology-spread and bench-node-isolation.
 
 Pods, nodes and the TidbCluster are plain dicts in Kubernetes' JSON form; the scheduling
-rules modelled here are described in docs/preflight.md ("Kubernetes details").
+rules modelled here are described in docs/preflight.md and docs/tidb-operator.md.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def _component_constraints(
     spec: Mapping[str, Any], component: str
 ) -> tuple[list[Mapping[str, Any]], str]:
     """The component's topologySpreadConstraints and where they came from."""
-    # Component-level wins over cluster-level (docs/preflight.md, "Kubernetes details").
+    # Component-level wins over cluster-level (docs/tidb-operator.md).
     own = _get(spec, component, "topologySpreadConstraints")
     if own:
         return [c for c in own if isinstance(c, Mapping)], f"spec.{component}"
@@ -166,7 +166,7 @@ def _domain_of(node: Mapping[str, Any] | None, node_name: str, key: str) -> str 
 
 
 def _render_counts(display: str, key: str, counts: Mapping[str, list[str]]) -> str:
-    # Busiest first, ties by name: reads like `TiKV node2:2 node3:1 node1:0` (docs/preflight.md).
+    # Busiest first, ties by name: reads like `TiKV node2:2 node3:1 node1:0` (docs/field-story.md).
     order = sorted(counts.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     body = " ".join(f"{domain}:{len(names)}" for domain, names in order)
     prefix = display if key == HOSTNAME_KEY else f"{display} ({key})"
@@ -285,7 +285,7 @@ def check_topology_spread(
                     if node_name in occupied_nodes or node_name in taint_notes:
                         continue
                     # Only the control-plane taint gets a sentence: it is the one that
-                    # silently skewed the field story (docs/preflight.md: a node kept it
+                    # silently skewed the field story (docs/field-story.md: a node kept it
                     # after kubeadm); other taints (a dedicated bench node) are deliberate.
                     cp = [
                         t
@@ -367,8 +367,8 @@ def check_bench_node_isolation(
             component = _labels(pod).get(_COMPONENT_LABEL, "?")
             problems.append(f"pod {_name(pod)} ({component}) runs on bench node {node_name}")
     if problems:
-        # A client sharing a node with TiKV/TiDB/PD corrupts the result (docs/preflight.md:
-        # adding TiKV-3 onto the benchmark node dropped point-select QPS from 49k to 31k).
+        # A client sharing a node with TiKV/TiDB/PD corrupts the result (docs/field-story.md:
+        # adding TiKV-3 onto the benchmark node dropped point-select QPS by a third).
         return CheckResult(
             name=BENCH_NODE_ISOLATION,
             status="Fail",

@@ -108,7 +108,7 @@ def _size_balance(
     per_store = ", ".join(f"{s.id}={v}" for s, v in zip(up, values, strict=True))
     counts = ", ".join(f"{s.id}={'?' if s.region_count is None else s.region_count}" for s in up)
     # region_count is shown for context only: empty and bloated regions mix, so a skewed
-    # count can hide an even size (docs/preflight.md, "Counts lied, sizes told the truth").
+    # count can hide an even size (docs/field-story.md, "Balanced is not region_count").
     context = (
         f"Per store {field} MiB: {per_store}; region_count {counts} "
         "(region_count is for reference only and never fails this check)."
@@ -147,7 +147,7 @@ def _size_balance(
 def check_leader_size_balance(stores: Sequence[Store], max_skew: float) -> CheckResult:
     """(max − min)/mean of leader_size over Up TiKV stores must not exceed max_skew."""
     # leader_size, not leader_count: the benchmark's requests follow leaders, and a few big
-    # regions' leaders can pile onto one store (docs/preflight.md: 689 MiB on one store vs ~120).
+    # regions' leaders can pile onto one store (docs/field-story.md: 689 MiB on one store vs ~120).
     return _size_balance(
         stores, max_skew, name=LEADER_SIZE_BALANCE, field="leader_size", scheduler="balance-leader"
     )

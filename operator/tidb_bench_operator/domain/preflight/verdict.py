@@ -30,7 +30,7 @@ CHECK_NAMES = (
 # Defaults for spec.preflight.maxLeaderSizeSkew / maxRegionSizeSkew (recommendations, not
 # contract). PD's own sample cluster sits at leader_size skew 0.40 (17/25/18 MiB, sample
 # pd-api-v1-stores_v8.1.0) and is healthy; the field story's bad case was 2.32 (86..689 MiB,
-# docs/preflight.md).
+# docs/field-story.md).
 DEFAULT_MAX_LEADER_SIZE_SKEW = 0.5
 DEFAULT_MAX_REGION_SIZE_SKEW = 0.5
 
