@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -370,6 +371,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TidbBenchError as exc:
         print(f"tidb-bench {args.verb}: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader left (`tidb-bench pd-check ... | head`): stop quietly, as cat does.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except KeyboardInterrupt:
+        print(f"tidb-bench {args.verb}: interrupted", file=sys.stderr)
+        return 130
     parser.print_help(sys.stderr)
     return 2
 

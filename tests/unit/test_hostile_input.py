@@ -320,3 +320,21 @@ def test_pd_check_refuses_a_skew_bound_that_cannot_judge(
         main(["pd-check", "--stores", str(STORES_V81), "--max-leader-size-skew", bound])
     assert info.value.code == 2
     assert "--max-leader-size-skew" in capsys.readouterr().err
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback() -> None:
+    # `tidb-bench parse ... | head -1`: the pipe closes while the JSON is being written.
+    import subprocess
+    import sys
+
+    with subprocess.Popen(
+        [sys.executable, "-m", "tidb_bench_operator.cli", "parse", *[str(POINT_SELECT)] * 160],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.read(1)
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == 141
+    assert "Traceback" not in err
