@@ -8,16 +8,20 @@ component failed and where its log is.
 from __future__ import annotations
 
 import contextlib
+import grp
 import json
 import os
+import pwd
 import secrets
 import signal
 import socket
 import ssl
+import stat
 import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,6 +82,61 @@ def port_in_use(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(0.2)
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def first_blocked_dir(
+    path: Path, uid: int, gids: Collection[int], stat_of: Callable[[Path], os.stat_result]
+) -> tuple[Path, os.stat_result] | None:
+    """The first directory from / down to `path` that user `uid` (groups `gids`) cannot enter.
+
+    Entering a directory needs its search (x) bit for the class the user falls in: owner bits
+    for the owner, group bits for a member, other bits for everyone else, only that one class.
+    Root enters everything. Parts of `path` that do not exist yet are skipped: the test bed
+    creates them. ACLs are not read. Returns the directory and its stat, or None.
+    """
+    if uid == 0:
+        return None
+    for d in [*reversed(path.parents), path]:
+        try:
+            st = stat_of(d)
+        except FileNotFoundError:
+            break
+        if st.st_uid == uid:
+            bit = stat.S_IXUSR
+        elif st.st_gid in gids:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if not st.st_mode & bit:
+            return d, st
+    return None
+
+
+def blocked_message(
+    service: str, user: str, target: Path, blocked: Path, mode: int, owner: str, remedy: str
+) -> str:
+    """Which user could not reach which directory, and what to do."""
+    return (
+        f"{service} runs as user '{user}', who cannot enter {blocked} (mode "
+        f"{stat.S_IMODE(mode):04o}, owner {owner}) on the way to {target}. The test bed does not "
+        f"change permissions on your directories; {remedy}"
+    )
+
+
+def check_reachable(service: str, user: str, target: Path, remedy: str) -> None:
+    """Raise a TestbedError naming the directory `user` cannot enter on the way to `target`."""
+    pw = pwd.getpwnam(user)
+    gids = {pw.pw_gid} | {g.gr_gid for g in grp.getgrall() if user in g.gr_mem}
+    found = first_blocked_dir(target, pw.pw_uid, gids, os.stat)
+    if found is not None:
+        blocked, st = found
+        try:
+            owner = pwd.getpwuid(st.st_uid).pw_name
+        except KeyError:
+            owner = str(st.st_uid)
+        raise TestbedError(
+            blocked_message(service, user, target, blocked, st.st_mode, owner, remedy)
+        )
 
 
 def tail(path: Path, lines: int = 15) -> str:

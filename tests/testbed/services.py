@@ -12,9 +12,17 @@ import sys
 import time
 from pathlib import Path
 
-from testbed.cluster import Testbed, TestbedError, pid_alive, tail
+from testbed.cluster import Testbed, TestbedError, check_reachable, pid_alive, tail
 
 DB_USER = "sbtest"
+# The OS user MariaDB runs as. Unset: the user who starts the test bed, like every other
+# process of it, so the data directory under the clone's .testbed/ is always reachable.
+DB_OS_USER_ENV = "TIDB_BENCH_TESTBED_DB_USER"
+
+
+def mariadb_os_user() -> str:
+    """The OS user MariaDB runs as: $TIDB_BENCH_TESTBED_DB_USER, else the invoking user."""
+    return os.environ.get(DB_OS_USER_ENV) or pwd.getpwuid(os.getuid()).pw_name
 
 
 def start_agent(tb: Testbed) -> None:
@@ -60,17 +68,28 @@ def start_mariadb(tb: Testbed) -> None:
         if shutil.which(tool) is None:
             raise TestbedError(f"`{tool}` is not installed: run `make deps`")
     base = tb.state / "mariadb"
-    data, run = base / "data", base / "run"
+    data, run, files = base / "data", base / "run", base / "files"
     log = tb.log_of("mariadb")
-    mysql = pwd.getpwnam("mysql")
-    for d in (base, run):
+    user = mariadb_os_user()
+    try:
+        owner = pwd.getpwnam(user)
+    except KeyError:
+        raise TestbedError(f"{DB_OS_USER_ENV}={user}: no such user on this machine") from None
+    for d in (base, run, files):
         d.mkdir(parents=True, exist_ok=True)
-        os.chown(d, mysql.pw_uid, mysql.pw_gid)
+        os.chown(d, owner.pw_uid, owner.pw_gid)
+    check_reachable(
+        "MariaDB",
+        user,
+        data,
+        f"unset {DB_OS_USER_ENV} (MariaDB then runs as you), or set TIDB_BENCH_TESTBED_DIR "
+        f"to a directory '{user}' can reach (e.g. TIDB_BENCH_TESTBED_DIR=/var/tmp/tidb-bench).",
+    )
     if not (data / "mysql").exists():
         r = subprocess.run(
             [
                 "mariadb-install-db",
-                "--user=mysql",
+                f"--user={user}",
                 f"--datadir={data}",
                 "--auth-root-authentication-method=socket",
                 "--skip-test-db",
@@ -88,7 +107,9 @@ def start_mariadb(tb: Testbed) -> None:
         [
             "mariadbd",
             "--no-defaults",
-            "--user=mysql",
+            f"--user={user}",
+            # Its server may run as root: FILE statements stay inside the test bed's state.
+            f"--secure-file-priv={files}",
             f"--datadir={data}",
             f"--socket={sock}",
             f"--port={tb.ports.mariadb}",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -46,3 +48,64 @@ def test_a_component_that_dies_at_start_up_is_reported_with_its_log(tmp_path: Pa
     assert str(tb.log_of("kube-apiserver")) in text
     assert "invalid flag --bogus" in text
     tb.stop()  # reaps the exited child
+
+
+def _stat(mode: int, uid: int = 0, gid: int = 0) -> os.stat_result:
+    return os.stat_result((mode, 0, 0, 0, uid, gid, 0, 0, 0, 0))
+
+
+def _tree(
+    ann: os.stat_result, repo: os.stat_result | None = None
+) -> Callable[[Path], os.stat_result]:
+    """A stat function over /, /home, /home/ann and /home/ann/repo (when given); nothing deeper."""
+    table = {Path("/"): _stat(0o40755), Path("/home"): _stat(0o40755), Path("/home/ann"): ann}
+    if repo is not None:
+        table[Path("/home/ann/repo")] = repo
+
+    def stat_of(p: Path) -> os.stat_result:
+        if p not in table:
+            raise FileNotFoundError(p)
+        return table[p]
+
+    return stat_of
+
+
+MYSQL_UID, MYSQL_GID = 101, 102
+DATA = Path("/home/ann/repo/.testbed/mariadb/data")
+
+
+def test_a_private_parent_is_the_first_directory_another_user_cannot_enter() -> None:
+    tree = _tree(_stat(0o40700), _stat(0o40755))
+    found = cluster.first_blocked_dir(DATA, MYSQL_UID, {MYSQL_GID}, tree)
+    assert found is not None and found[0] == Path("/home/ann")
+
+
+def test_the_owner_group_and_other_bits_decide_by_class_only() -> None:
+    # Owner without x, although others have it: the owner cannot enter.
+    tree = _tree(_stat(0o40605, uid=MYSQL_UID), _stat(0o40755))
+    assert cluster.first_blocked_dir(DATA, MYSQL_UID, {MYSQL_GID}, tree) is not None
+    # A member of the directory's group enters by the group bit alone.
+    tree = _tree(_stat(0o40750, gid=MYSQL_GID), _stat(0o40700, uid=MYSQL_UID))
+    assert cluster.first_blocked_dir(DATA, MYSQL_UID, {MYSQL_GID}, tree) is None
+    # Not a member: the other bits apply, and the blocked one is the deepest that lacks them.
+    tree = _tree(_stat(0o40751), _stat(0o40750, gid=7))
+    found = cluster.first_blocked_dir(DATA, MYSQL_UID, {MYSQL_GID}, tree)
+    assert found is not None and found[0] == Path("/home/ann/repo")
+
+
+def test_root_and_paths_still_to_be_created_are_not_blocked() -> None:
+    tree = _tree(_stat(0o40700))
+    assert cluster.first_blocked_dir(DATA, 0, {0}, tree) is None
+    tree = _tree(_stat(0o40755))  # repo/... does not exist yet
+    assert cluster.first_blocked_dir(DATA, MYSQL_UID, {MYSQL_GID}, tree) is None
+
+
+def test_the_message_names_the_user_the_directory_and_what_to_do() -> None:
+    text = cluster.blocked_message(
+        "MariaDB", "mysql", DATA, Path("/home/ann"), 0o40700, "ann", "unset X, or set Y."
+    )
+    assert text == (
+        "MariaDB runs as user 'mysql', who cannot enter /home/ann (mode 0700, owner ann) on the "
+        "way to /home/ann/repo/.testbed/mariadb/data. The test bed does not change permissions on "
+        "your directories; unset X, or set Y."
+    )
