@@ -1,17 +1,19 @@
-"""Every kopf registration, kept thin: handlers hand plain dicts to the reconcilers.
+"""Every kopf registration, kept thin: the watch stream goes to the Driver and the metrics.
 
 What kopf knows stays here: its settings, its `status.kopf` key (taken out before a
-reconciler sees a body), its timers and its memo. The reconcilers and the metrics are built
-once at startup and kept in kopf's memo (`memo.controller`), which kopf copies into each
-object's own memo; that per-object memo also holds when to look at the object again.
+reconciler sees a body), the index of runs by cluster (the queue's in-memory form, filled
+from the watch stream before any other handler runs) and its memo. The Driver, the
+reconcilers and the metrics are built once at startup and kept in kopf's memo
+(`memo.controller`). There are no kopf timers or daemons: the Driver decides when each
+object is looked at (driver.py), so kopf puts no finalizer on runs or schedules.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,29 +21,23 @@ import kopf
 
 from tidb_bench_operator.adapters.metrics import Metrics
 from tidb_bench_operator.config import Settings
-from tidb_bench_operator.domain.models import GROUP, VERSION, is_terminal
-from tidb_bench_operator.reconcile import RunReconciler
-from tidb_bench_operator.schedule_reconciler import ScheduleReconciler
+from tidb_bench_operator.domain.models import GROUP, VERSION
+from tidb_bench_operator.domain.queue import QueueEntry, queue_entry
+from tidb_bench_operator.driver import Driver
 from tidb_bench_operator.wiring import (
     CrdsNotServed,
+    build_kube,
     build_run_reconciler,
     build_schedule_reconciler,
     wait_for_crds,
 )
-
-#: How often each active BenchmarkRun is looked at (unless it asked for a later look).
-RUN_TICK_SECONDS = 1.0
-# How often each BenchmarkSchedule is looked at: a run is created at most this long after its
-# fire time. One list call per look, so cheap even for an every-minute schedule.
-SCHEDULE_TICK_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
 class Controller:
     """What the handlers work with, built once at startup."""
 
-    runs: RunReconciler
-    schedules: ScheduleReconciler
+    driver: Driver
     metrics: Metrics
 
 
@@ -78,7 +74,6 @@ def on_startup_configure(
     )
     settings.watching.server_timeout = 60
     settings.posting.level = logging.WARNING
-    logging.getLogger("kopf.objects").addFilter(_QuietTimers())
     cfg = Settings.from_env()
     # Startup handlers finish before kopf scans API discovery: make sure it will find us.
     try:
@@ -88,9 +83,12 @@ def on_startup_configure(
         raise kopf.PermanentError(str(exc)) from exc
     logging.getLogger("kopf.objects").addFilter(_QuietMetricsEvents())
     metrics = Metrics()
-    memo["controller"] = Controller(
-        runs=build_run_reconciler(cfg), schedules=build_schedule_reconciler(cfg), metrics=metrics
+    driver = Driver(
+        runs=build_run_reconciler(cfg),
+        schedules=build_schedule_reconciler(cfg),
+        kube=build_kube(cfg),
     )
+    memo["controller"] = Controller(driver=driver, metrics=metrics)
     if cfg.metrics_port:
         try:
             metrics.serve(cfg.metrics_port)
@@ -106,13 +104,6 @@ def on_startup_configure(
     logger.info("tidb-bench-operator ready (runner image %s)", cfg.runner_image)
 
 
-class _QuietTimers(logging.Filter):
-    """Drop kopf's 'Timer ... succeeded.' line: it would be logged every second per run."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.getMessage().startswith("Timer ") and "succeeded" in record.getMessage())
-
-
 class _QuietMetricsEvents(logging.Filter):
     """Drop kopf's 'Handler 'metrics-...' succeeded.' line: it comes with every watch event."""
 
@@ -121,80 +112,68 @@ class _QuietMetricsEvents(logging.Filter):
         return not (text.startswith("Handler 'metrics-") and text.endswith("succeeded."))
 
 
-def _needs_reconcile(status: Any, spec: Any, **_: Any) -> bool:
-    phase = (status or {}).get("phase")
-    if not is_terminal(phase):
-        return True
-    # Finished runs only matter while ttlSecondsAfterFinished may still delete their Jobs.
-    return (spec or {}).get("ttlSecondsAfterFinished") is not None
+@kopf.on.startup(id="start-driver")
+async def on_startup_driver(memo: kopf.Memo, **_: Any) -> None:
+    """Start the Driver's scheduling loop (it runs until the controller stops)."""
+    controller = _controller(memo)
+    if controller is not None:
+        memo["driver_task"] = asyncio.create_task(controller.driver.run(), name="driver")
 
 
-@kopf.timer(
-    GROUP, VERSION, "benchmarkruns", id="reconcile", interval=RUN_TICK_SECONDS,
-    when=_needs_reconcile,
-)  # fmt: skip
-async def on_timer_benchmarkrun(body: Any, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
-    """Advance the run one step; blocking client calls run in a worker thread.
+@kopf.on.cleanup(id="stop-driver")
+async def on_cleanup_driver(memo: kopf.Memo, **_: Any) -> None:
+    task = memo.get("driver_task")
+    if isinstance(task, asyncio.Task):
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
-    A run that asked to be looked at later than the next tick (it waits for preflight's
-    next attempt, or for the scheduler) is skipped until then.
+
+@kopf.index(GROUP, VERSION, "benchmarkruns", id="run_queue")
+def run_queue(body: Any, **_: Any) -> dict[str, QueueEntry]:
+    """Every run by its queue key (domain/queue.py): the one-run-per-cluster queue in memory.
+
+    kopf fills the index from the initial listing before it calls any other handler, so
+    after a restart no run is admitted before all runs on its cluster are known.
     """
-    controller = _controller(memo)
-    now = time.monotonic()
-    if controller is None or now < memo.get("look_again_at", 0.0):
-        return
-    out = await asyncio.to_thread(controller.runs.reconcile, _ours(body))
-    hint = out.requeue_seconds or 0.0
-    # Half a tick early: the timer's next firing after that point is the wanted one.
-    memo["look_again_at"] = now + hint - RUN_TICK_SECONDS / 2 if hint > RUN_TICK_SECONDS else 0.0
-    if out.status:
-        patch.status.update(out.status)
-
-
-@kopf.timer(
-    GROUP, VERSION, "benchmarkschedules", id="reconcile-schedule", interval=SCHEDULE_TICK_SECONDS
-)
-async def on_timer_benchmarkschedule(
-    body: Any, patch: kopf.Patch, memo: kopf.Memo, **_: Any
-) -> None:
-    """Create due runs, record finished ones, flag regressions, trim; blocking calls in a thread."""
-    controller = _controller(memo)
-    if controller is None:
-        return
-    out = await asyncio.to_thread(controller.schedules.reconcile, _ours(body))
-    if out.status:
-        patch.status.update(out.status)
+    found = queue_entry(_ours(body))
+    return {} if found is None else {found[0]: found[1]}
 
 
 # Metrics follow the watch stream rather than the reconcile calls: every status patch comes
 # back as an event, finished runs (no longer reconciled) are listed again after a restart,
 # and a deletion is an event too, so no series outlives its object.
 @kopf.on.event(GROUP, VERSION, "benchmarkruns", id="metrics-run")
-def on_event_benchmarkrun(body: Any, memo: kopf.Memo, type: str | None = None, **_: Any) -> None:
-    """Keep the run's metric series equal to its status."""
+def on_event_benchmarkrun(body: Any, memo: kopf.Memo, type: str | None = None, **kw: Any) -> None:
+    """Keep the run's metric series equal to its status; tell the Driver (it wakes runs)."""
     controller = _controller(memo)
     if controller is None:
         return
     metrics = controller.metrics
+    plain = _ours(body)
     if type == "DELETED":
-        metrics.forget_run(_plain(body))
+        metrics.forget_run(plain)
     else:
-        metrics.observe_run(_plain(body))
+        metrics.observe_run(plain)
+    index: kopf.Index[str, QueueEntry] = kw["run_queue"]  # kopf passes indexes by their id
+    controller.driver.run_event(type, plain, index)
 
 
 @kopf.on.event(GROUP, VERSION, "benchmarkschedules", id="metrics-schedule")
 def on_event_benchmarkschedule(
     body: Any, memo: kopf.Memo, type: str | None = None, **_: Any
 ) -> None:
-    """Keep the schedule's metric series equal to its status."""
+    """Keep the schedule's metric series equal to its status; tell the Driver."""
     controller = _controller(memo)
     if controller is None:
         return
     metrics = controller.metrics
+    plain = _ours(body)
     if type == "DELETED":
-        metrics.forget_schedule(_plain(body))
+        metrics.forget_schedule(plain)
     else:
-        metrics.observe_schedule(_plain(body))
+        metrics.observe_schedule(plain)
+    controller.driver.schedule_event(type, plain)
 
 
 def run_operator(namespaces: list[str] | None = None) -> None:

@@ -84,8 +84,8 @@ class ScheduleKube(Protocol):
         """Delete a run; False when it was already gone."""
         ...
 
-    def patch_benchmark_run_status(self, namespace: str, name: str, status: JSON) -> None:
-        """Merge-patch a run's status."""
+    def patch_benchmark_run_status(self, namespace: str, name: str, status: JSON) -> JSON:
+        """Merge-patch a run's status; returns the stored run."""
         ...
 
     def create_event(self, body: JSON) -> None:
@@ -98,6 +98,9 @@ class ScheduleOutcome:
     """The result of one reconcile: a merge patch for .status."""
 
     status: dict[str, Any]
+    #: The next fire time: nothing is due before it unless one of the schedule's runs or
+    #: the schedule itself changes (the controller wakes it then).
+    next_time: datetime | None = None
 
 
 @dataclass
@@ -269,6 +272,7 @@ class ScheduleReconciler:
             key=lambda r: (r["metadata"].get("creationTimestamp", ""), r["metadata"]["name"]),
         )
         decision = decide(spec, state, ctx.now, [_active_run(r) for r in running])
+        ctx.out.next_time = decision.next_time
         names = [r["metadata"]["name"] for r in running]
         if decision.action in ("create", "replace"):
             names = self._create(ctx, body, decision, names)

@@ -49,6 +49,11 @@ def build_run_reconciler(cfg: Settings) -> RunReconciler:
     )
 
 
+def build_kube(cfg: Settings) -> Kube:
+    """The Kubernetes adapter for the cluster in `cfg` (the driver patches status with it)."""
+    return Kube(load_api_client(cfg.kubeconfig))
+
+
 def build_schedule_reconciler(cfg: Settings) -> ScheduleReconciler:
     """A ScheduleReconciler talking to the cluster in `cfg`."""
     return ScheduleReconciler(Kube(load_api_client(cfg.kubeconfig)))

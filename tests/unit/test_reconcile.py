@@ -21,6 +21,7 @@ from testbed.fake_kube import FakeClock, FakeKube
 from tidb_bench_operator.domain.manifests import Endpoint
 from tidb_bench_operator.domain.models import BenchmarkRunSpec
 from tidb_bench_operator.domain.preflight import CHECK_NAMES, CheckResult, evaluate
+from tidb_bench_operator.domain.queue import ADMITTED, Turn, queue_entry, turn
 from tidb_bench_operator.domain.results import Latency, StepResult
 from tidb_bench_operator.domain.runner_message import SERIES_MARKER
 from tidb_bench_operator.domain.sysbench import parse_sysbench_output, to_step_result
@@ -236,9 +237,18 @@ class Bed:
     def status(self) -> JSON:
         return dict(self.body.get("status") or {})
 
+    def turn(self) -> Turn:
+        """The run's place in its cluster's queue, as the controller's in-memory queue says."""
+        found = queue_entry(self.body)
+        if found is None:
+            return ADMITTED
+        key, me = found
+        listed = [queue_entry(r) for r in self.kube.benchmark_runs()]
+        return turn([e for k, e in filter(None, listed) if k == key], me.uid)
+
     def reconcile(self) -> Outcome:
         """One reconcile; its status patch is merged into the stored run."""
-        out = self.reconciler.reconcile(copy.deepcopy(self.body))
+        out = self.reconciler.reconcile(copy.deepcopy(self.body), self.turn())
         self.patches.append(out.status)
         self.body["status"] = merge_patch(self.body.get("status") or {}, out.status)
         self.kube.add_run(self.body)
@@ -545,7 +555,7 @@ def test_an_older_pending_run_on_the_same_cluster_makes_a_newer_one_wait() -> No
     waiting = bed.condition("Waiting")
     assert (waiting["status"], waiting["reason"]) == ("True", "ClusterBusy")
     assert "bench/older" in waiting["message"]
-    assert out.requeue_seconds is not None
+    assert out.parked and out.requeue_seconds is None, "waits for the queue, not for a timer"
     assert bed.preflight.calls == []
     assert bed.kube.create_job_calls == []
     bed.reconcile()

@@ -67,8 +67,9 @@ class ScheduleKube:
         self.deleted.append(name)
         return self.runs.pop(name, None) is not None
 
-    def patch_benchmark_run_status(self, namespace: str, name: str, status: JSON) -> None:
+    def patch_benchmark_run_status(self, namespace: str, name: str, status: JSON) -> JSON:
         self.runs[name].setdefault("status", {}).update(copy.deepcopy(status))
+        return self.runs[name]
 
     def create_event(self, body: JSON) -> None:
         self.events.append(body)

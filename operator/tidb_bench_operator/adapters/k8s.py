@@ -174,16 +174,6 @@ class Kube:
         except CLIENT_ERRORS:
             return None
 
-    def benchmark_runs(self) -> list[JSON]:
-        """Every BenchmarkRun in every namespace (for the one-run-per-cluster rule)."""
-        return _listed(
-            "listing BenchmarkRuns",
-            self.custom.list_cluster_custom_object,
-            GROUP,
-            VERSION,
-            "benchmarkruns",
-        )
-
     def tidb_cluster(self, namespace: str, name: str) -> JSON | None:
         return self._read(
             "TidbCluster", namespace, name,
@@ -275,12 +265,29 @@ class Kube:
             _raise(f"deleting BenchmarkRun {namespace}/{name}", exc, from_body=True)
         return True
 
-    def patch_benchmark_run_status(self, namespace: str, name: str, status: JSON) -> None:
-        """Merge-patch a BenchmarkRun's status subresource (lists are replaced whole)."""
-        with _converted(f"patching BenchmarkRun {namespace}/{name} status", from_body=True):
-            self.custom.patch_namespaced_custom_object_status(
-                GROUP, VERSION, namespace, "benchmarkruns", name, {"status": status},
-                _content_type="application/merge-patch+json", _request_timeout=TIMEOUT,
+    def patch_benchmark_run_status(self, namespace: str, name: str, status: JSON) -> JSON:
+        """Merge-patch a BenchmarkRun's status subresource (lists are replaced whole).
+
+        Returns the object as the API server stored it.
+        """
+        return self._patch_status("BenchmarkRun", "benchmarkruns", namespace, name, status)
+
+    def patch_benchmark_schedule_status(self, namespace: str, name: str, status: JSON) -> JSON:
+        """Merge-patch a BenchmarkSchedule's status subresource; returns the stored object."""
+        return self._patch_status(
+            "BenchmarkSchedule", "benchmarkschedules", namespace, name, status
+        )
+
+    def _patch_status(
+        self, kind: str, plural: str, namespace: str, name: str, status: JSON
+    ) -> JSON:
+        with _converted(f"patching {kind} {namespace}/{name} status", from_body=True):
+            return _raw(
+                self.custom.patch_namespaced_custom_object_status(
+                    GROUP, VERSION, namespace, plural, name, {"status": status},
+                    _content_type="application/merge-patch+json", _request_timeout=TIMEOUT,
+                    _preload_content=False,
+                )
             )  # fmt: skip
 
     # ---- writes ------------------------------------------------------------------------

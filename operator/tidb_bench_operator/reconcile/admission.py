@@ -1,50 +1,43 @@
 """Pending: check what the schema cannot, and wait for the cluster to be free.
 
 A run is admitted when its Secret has the keys it names, a benchmark node exists, the
-runner's ServiceAccount can be made, and no other run measures the same cluster (one run
-at a time per cluster: concurrent runs falsify each other). Then it enters Preflight.
+runner's ServiceAccount can be made, and it is its turn in its cluster's queue (one run at
+a time per cluster: concurrent runs falsify each other; domain/queue.py states the order).
+The turn comes from the controller's in-memory queue, so waiting costs no API call: the
+inputs are read when the run arrives and again when it starts, not while it waits.
 """
 
 from __future__ import annotations
 
 from tidb_bench_operator.adapters.k8s import KubeForbidden
-from tidb_bench_operator.domain.manifests import build_runner_service_account, compute_endpoint
-from tidb_bench_operator.domain.models import (
-    ACTIVE_PHASES,
-    BenchmarkRunSpec,
-    RunPhase,
-    is_terminal,
-)
-from tidb_bench_operator.reconcile.context import JSON, RunContext
-
-#: How often a waiting run looks again whether its cluster is free: every timer tick, so the
-#: next run starts within a second of the holder finishing.
-WAIT_SECONDS = 1.0
+from tidb_bench_operator.domain.manifests import build_runner_service_account
+from tidb_bench_operator.domain.models import RunPhase
+from tidb_bench_operator.reconcile.context import RunContext
 
 
 def admit(ctx: RunContext) -> None:
     """The Pending phase: fail on bad inputs, wait behind another run, or enter Preflight."""
     st = ctx.st
-    if not (ctx.body.get("status") or {}).get("phase"):
+    arrived = not (ctx.body.get("status") or {}).get("phase")
+    if arrived:
         st.phase = RunPhase.PENDING
         ctx.event("Normal", "Pending", "accepted; checking inputs")
-    problem = check_inputs(ctx)
-    if problem is not None:
-        ctx.fail(*problem)
-        return
-    blocker = blocking_run(ctx)
-    if blocker is not None:
-        if st.waiting_for != blocker:
-            ctx.event(
-                "Normal", "Waiting", f"waiting for BenchmarkRun {blocker} on the same cluster"
-            )
-        st.waiting_for = blocker
+    ahead = ctx.turn.ahead
+    if arrived or ahead is None:
+        problem = check_inputs(ctx)
+        if problem is not None:
+            ctx.fail(*problem)
+            return
+    if ahead is not None:
+        if st.waiting_for != ahead:
+            ctx.event("Normal", "Waiting", f"waiting for BenchmarkRun {ahead} on the same cluster")
+        st.waiting_for = ahead
         ctx.condition(
             "Waiting", "True", "ClusterBusy",
-            f"BenchmarkRun {blocker} is measuring the same cluster; concurrent runs "
-            "falsify each other, so this one waits",
+            f"BenchmarkRun {ahead} is ahead of this one on the same cluster (one run at a "
+            "time: concurrent runs falsify each other); runs start oldest first",
         )  # fmt: skip
-        ctx.wait(WAIT_SECONDS)
+        ctx.park()
         return
     st.waiting_for = None
     ctx.condition("Waiting", "False", "ClusterFree", "no other run on this cluster")
@@ -108,44 +101,6 @@ def check_inputs(ctx: RunContext) -> tuple[str, str] | None:
     except KubeForbidden as exc:
         return ("NotPermitted", not_permitted(run.namespace, exc))
     return None
-
-
-def target_key(spec: BenchmarkRunSpec, namespace: str) -> str:
-    """What 'the same cluster' means for the one-run-at-a-time rule."""
-    ep = compute_endpoint(spec, namespace)
-    if spec.cluster is not None and (spec.target is None or spec.target.host is None):
-        return f"tidbcluster/{ep.cluster_namespace}/{ep.cluster_name}"
-    return f"endpoint/{ep.host}:{ep.port}"
-
-
-def blocking_run(ctx: RunContext) -> str | None:
-    """The run to wait for: an active one on the same cluster, or an older pending one."""
-    me = ctx.run
-    key = target_key(ctx.spec, me.namespace)
-    mine = (ctx.body["metadata"].get("creationTimestamp", ""), me.namespace, me.name)
-    for other in ctx.kube.benchmark_runs():
-        if _blocks(other, me.uid, key, mine):
-            om = other["metadata"]
-            return f"{om['namespace']}/{om['name']}"
-    return None
-
-
-def _blocks(other: JSON, my_uid: str, key: str, mine: tuple[str, str, str]) -> bool:
-    om = other["metadata"]
-    if om.get("uid") == my_uid:
-        return False
-    phase = (other.get("status") or {}).get("phase") or RunPhase.PENDING
-    # A run being deleted measures nothing any more (its Jobs are going with it).
-    if is_terminal(phase) or om.get("deletionTimestamp"):
-        return False
-    try:
-        ospec = BenchmarkRunSpec.model_validate(other.get("spec") or {})
-    except ValueError:
-        return False  # an invalid run will fail on its own and never measure
-    if target_key(ospec, om["namespace"]) != key:
-        return False
-    theirs = (om.get("creationTimestamp", ""), om["namespace"], om["name"])
-    return phase in ACTIVE_PHASES or theirs < mine
 
 
 def not_permitted(namespace: str, exc: Exception) -> str:

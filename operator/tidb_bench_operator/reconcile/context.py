@@ -3,7 +3,8 @@
 A `RunContext` lives for one reconcile call. The tasks (admission, preflight, dataset,
 steps, finish) read the spec and status from it, change the status in place, and act
 through its few verbs: `event`, `condition`, `enter` (a phase), `fail` (the run),
-`wait` (look again later). Everything they need from Kubernetes is in `RunKube`.
+`wait` (look again later), `park` (wait for the queue to move). Everything they need from
+Kubernetes is in `RunKube`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tidb_bench_operator.domain.models import (
     BenchmarkRunStatus,
     RunPhase,
 )
+from tidb_bench_operator.domain.queue import ADMITTED, Turn
 from tidb_bench_operator.domain.status import ConditionStatus, set_condition
 from tidb_bench_operator.reconcile.gate import PreflightOutcome
 
@@ -54,10 +56,6 @@ class RunKube(Protocol):
 
     def pod_log(self, namespace: str, name: str, container: str) -> str | None:
         """A container's log, or None when it cannot be read."""
-        ...
-
-    def benchmark_runs(self) -> list[JSON]:
-        """Every BenchmarkRun in every namespace."""
         ...
 
     def tidb_cluster(self, namespace: str, name: str) -> JSON | None:
@@ -115,6 +113,10 @@ class RunState:
     requeue: float | None = None
     #: A transition happened that the next phase can act on in the same reconcile.
     again: bool = False
+    #: The run's place in its cluster's queue (what admission acts on; see domain/queue.py).
+    turn: Turn = ADMITTED
+    #: Waiting in the queue: nothing to look at until the queue moves (no timed look).
+    parked: bool = False
 
     @property
     def kube(self) -> RunKube:
@@ -141,6 +143,11 @@ class RunState:
     def wait(self, seconds: float) -> None:
         """Nothing more to do now: look again in about `seconds`."""
         self.requeue = seconds
+
+    def park(self) -> None:
+        """Nothing to do until the cluster's queue moves: the controller wakes the run then."""
+        self.requeue = None
+        self.parked = True
 
     def enter(self, phase: RunPhase, message: str) -> None:
         """Move the run to `phase` (with an Event), and let that phase act in this reconcile."""

@@ -30,6 +30,7 @@ from tidb_bench_operator.domain.models import (
     RunPhase,
     parse_run_spec,
 )
+from tidb_bench_operator.domain.queue import ADMITTED, Turn
 from tidb_bench_operator.domain.status import status_patch, utc_now
 from tidb_bench_operator.errors import SpecError
 from tidb_bench_operator.reconcile import admission, dataset, finish, preflight, steps
@@ -50,10 +51,15 @@ MAX_TRANSITIONS_PER_CALL = 6
 
 @dataclass
 class Outcome:
-    """The result of one reconcile: a merge patch for .status, and when to look again."""
+    """The result of one reconcile: a merge patch for .status, and when to look again.
+
+    `requeue_seconds` is the hint the controller schedules the next look by; `parked` says
+    the run waits in its cluster's queue and needs no look until the queue moves.
+    """
 
     status: dict[str, Any]
     requeue_seconds: float | None = None
+    parked: bool = False
 
 
 def _running(ctx: RunContext) -> None:
@@ -87,13 +93,17 @@ class RunReconciler:
         )
         self.clock = clock
 
-    def reconcile(self, body: JSON) -> Outcome:
-        """One step of the state machine for the run in `body` (a plain dict)."""
+    def reconcile(self, body: JSON, turn: Turn = ADMITTED) -> Outcome:
+        """One step of the state machine for the run in `body` (a plain dict).
+
+        `turn` is the run's place in its cluster's queue (domain/queue.py), which only the
+        controller's in-memory queue knows; it matters only while the run is Pending.
+        """
         meta = body["metadata"]
         run = RunRef(meta["name"], meta["namespace"], meta["uid"])
         old = dict(body.get("status") or {})
         st = BenchmarkRunStatus.model_validate(old)
-        state = RunState(deps=self.deps, run=run, body=body, st=st, now=self.clock())
+        state = RunState(deps=self.deps, run=run, body=body, st=st, now=self.clock(), turn=turn)
         if st.phase in TERMINAL_PHASES:
             finish.expire(state)
             return Outcome(status={})
@@ -104,7 +114,7 @@ class RunReconciler:
             return Outcome(status=status_patch(old, st), requeue_seconds=state.requeue)
         ctx = RunContext(
             deps=self.deps, run=run, body=body, st=st, now=state.now,
-            spec=spec, endpoint=compute_endpoint(spec, run.namespace),
+            spec=spec, endpoint=compute_endpoint(spec, run.namespace), turn=turn,
         )  # fmt: skip
         st.observed_generation = meta.get("generation")
         # Transitions that need no waiting (a phase entered, a step finished) continue in the
@@ -118,4 +128,4 @@ class RunReconciler:
             task(ctx)
             if not ctx.again:
                 break
-        return Outcome(status=status_patch(old, st), requeue_seconds=ctx.requeue)
+        return Outcome(status=status_patch(old, st), requeue_seconds=ctx.requeue, parked=ctx.parked)

@@ -52,8 +52,8 @@ def test_a_403_on_a_list_is_kube_forbidden_naming_the_list() -> None:
 
 def test_a_broken_connection_is_a_kube_error_and_so_one_of_ours() -> None:
     kube = kube_raising(ProtocolError("Connection aborted."))
-    with pytest.raises(KubeError, match=r"listing BenchmarkRuns: ProtocolError") as err:
-        kube.benchmark_runs()
+    with pytest.raises(KubeError, match=r"listing Nodes: ProtocolError") as err:
+        kube.nodes()
     assert isinstance(err.value, TidbBenchError)
     with pytest.raises(KubeError, match="reading Secret ns/db: ConnectionResetError"):
         kube_raising(ConnectionResetError(104, "reset")).secret_keys("ns", "db")
