@@ -11,11 +11,8 @@
 from __future__ import annotations
 
 import argparse
-import os
 import secrets
-import signal
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,13 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "operator"), str(ROOT / "tests")]
 
-from kubernetes import client  # noqa: E402
 
-from testbed.cluster import Testbed  # noqa: E402
-from testbed.crds import install_project_crds  # noqa: E402
-from testbed.kube import api_client, wait_for  # noqa: E402
+from testbed.benching import bench_namespace, open_bed, start_controller, stop_controller  # noqa: E402
 from testbed.runs import create_run, jobs_of, run_manifest, wait_run  # noqa: E402
-from testbed.services import mariadb_info  # noqa: E402
 
 
 def main() -> int:
@@ -38,34 +31,14 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--step-seconds", type=int, default=3)
     args = p.parse_args()
-    tb = Testbed()
-    if not tb.is_up():
-        print("the test bed is not up: run `make testbed-up` first", file=sys.stderr)
+    bed = open_bed()
+    if bed is None:
         return 2
-    api = api_client(tb)
-    core = client.CoreV1Api(api)
-    install_project_crds(api)
-    db = mariadb_info(tb)
-    prefix = "bench-" + secrets.token_hex(2)
-    ns = f"{prefix}-ctl"
-    core.create_namespace({"metadata": {"name": ns}})
-    wait_for(lambda: core.list_namespaced_service_account(ns).items, 30, "default SA")
-    core.create_namespaced_secret(
-        ns,
-        {
-            "metadata": {"name": "db"},
-            "stringData": {"user": db["user"], "password": db["password"]},
-        },
-    )
-    log = tb.logs / f"controller-{prefix}.log"
-    with log.open("ab") as out:
-        ctl = subprocess.Popen(
-            [str(Path(sys.executable).parent / "tidb-bench"), "operator", f"--namespace={ns}"],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, "KUBECONFIG": str(tb.kubeconfig), "TIDB_BENCH_LIVENESS": ""},
-        )  # fmt: skip
+    tb, api, core, db = bed.tb, bed.api, bed.core, bed.db
+    ns = "bench-" + secrets.token_hex(2) + "-ctl"
+    bench_namespace(core, ns, db)
+    ctl, _ = start_controller(tb, ns)
     try:
-        wait_for(lambda: "tidb-bench-operator ready" in log.read_text(), 30, "controller")
         time.sleep(2)
         # Warm: prepare the dataset once so the measured runs reuse it.
         create_run(api, ns, run_manifest("warm", db, threads=[1], durationSeconds=1))
@@ -99,8 +72,7 @@ def main() -> int:
               f"({(wall - measured) / len(steps):.2f} s per step, includes prepare check and "
               f"per-step pod start)")  # fmt: skip
     finally:
-        os.killpg(ctl.pid, signal.SIGTERM)
-        ctl.wait(timeout=20)
+        stop_controller(ctl)
         core.delete_namespace(ns)
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -25,15 +26,17 @@ def test_twenty_queued_runs_all_succeed_one_at_a_time_in_creation_order(
 ) -> None:
     names = [f"q-{i:02d}" for i in range(RUNS)]
     for name in names:
-        create_run(
-            api, namespace, run_manifest(name, mariadb, threads=[1], durationSeconds=1)
-        )
+        create_run(api, namespace, run_manifest(name, mariadb, threads=[1], durationSeconds=1))
     custom = client.CustomObjectsApi(api)
 
     def all_done() -> list[dict[str, Any]] | None:
         items = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]
         phases = [(r.get("status") or {}).get("phase") for r in items]
-        return items if len(items) == RUNS and all(p in ("Succeeded", "Failed") for p in phases) else None
+        return (
+            items
+            if len(items) == RUNS and all(p in ("Succeeded", "Failed") for p in phases)
+            else None
+        )
 
     runs = wait_for(all_done, 20 * 30, "all queued runs finished")
     by_name = {r["metadata"]["name"]: r for r in runs}
@@ -55,5 +58,5 @@ def test_twenty_queued_runs_all_succeed_one_at_a_time_in_creation_order(
     expected = [(n, reason) for n in names for reason in ("Preflight", "Succeeded")]
     assert sequence == expected, sequence
     # The status agrees: no two runs' [startedAt, finishedAt] overlap.
-    for before, after in zip(names, names[1:], strict=False):
+    for before, after in itertools.pairwise(names):
         assert by_name[after]["status"]["startedAt"] >= by_name[before]["status"]["finishedAt"]

@@ -1,88 +1,77 @@
-"""The thin kopf layer: reconcilers come from kopf's memo, requeue hints are honoured, and
-kopf's own status key never reaches a reconciler."""
+"""The thin kopf layer: the watch stream reaches the Driver and the queue index without
+kopf's own status key, and nothing happens before startup built the controller."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import kopf
-import pytest
 
 from tidb_bench_operator import handlers
-from tidb_bench_operator.reconcile import Outcome
+from tidb_bench_operator.domain.queue import QueueEntry
 
+SPEC = {
+    "cluster": {"name": "basic"},
+    "credentials": {"secretRef": {"name": "db"}},
+    "workloads": ["oltp_point_select"],
+    "threads": [1],
+}
 BODY: dict[str, Any] = {
-    "metadata": {"name": "r", "namespace": "ns", "uid": "u"},
-    "spec": {},
-    "status": {"phase": "Preflight", "kopf": {"progress": {}}},
+    "metadata": {
+        "name": "r",
+        "namespace": "ns",
+        "uid": "u",
+        "creationTimestamp": "2024-06-01T00:00:00Z",
+    },
+    "spec": SPEC,
+    "status": {"phase": "Pending", "waitingFor": "ns/a", "kopf": {"progress": {}}},
 }
 
 
-class Runs:
-    """A run reconciler that records the bodies it got and answers with a fixed hint."""
-
-    def __init__(self, hint: float | None) -> None:
-        self.hint = hint
-        self.bodies: list[dict[str, Any]] = []
-
-    def reconcile(self, body: dict[str, Any]) -> Outcome:
-        self.bodies.append(body)
-        return Outcome(status={"message": "looked"}, requeue_seconds=self.hint)
-
-
-class Clock:
+class Driver:
     def __init__(self) -> None:
-        self.now = 1000.0
+        self.events: list[tuple[str | None, dict[str, Any], Any]] = []
 
-    def __call__(self) -> float:
-        return self.now
-
-
-def tick(memo: kopf.Memo) -> kopf.Patch:
-    patch = kopf.Patch()
-    asyncio.run(handlers.on_timer_benchmarkrun(body=BODY, patch=patch, memo=memo))
-    return patch
+    def run_event(self, type_: str | None, body: dict[str, Any], index: Any) -> None:
+        self.events.append((type_, body, index))
 
 
-def memo_with(runs: Runs) -> kopf.Memo:
+class Metrics:
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def observe_run(self, body: dict[str, Any]) -> None:
+        self.seen.append("observe")
+
+    def forget_run(self, body: dict[str, Any]) -> None:
+        self.seen.append("forget")
+
+
+def test_the_queue_index_keys_a_run_by_its_cluster() -> None:
+    assert handlers.run_queue(body=BODY) == {
+        "cluster/ns/basic": QueueEntry(
+            "2024-06-01T00:00:00Z", "ns", "r", "u", "Pending", waiting_for="ns/a"
+        )
+    }
+    assert handlers.run_queue(body={**BODY, "spec": {"threads": "many"}}) == {}, (
+        "invalid: not queued"
+    )
+
+
+def test_run_events_reach_the_metrics_and_the_driver_without_kopfs_key() -> None:
+    driver, metrics = Driver(), Metrics()
     memo = kopf.Memo()
-    memo["controller"] = handlers.Controller(runs=runs, schedules=None, metrics=None)  # type: ignore[arg-type]
-    return memo
-
-
-def test_a_longer_hint_skips_the_ticks_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = Clock()
-    monkeypatch.setattr(handlers.time, "monotonic", clock)
-    runs = Runs(hint=5.0)
-    memo = memo_with(runs)
-    assert tick(memo)["status"] == {"message": "looked"}
-    for _ in range(4):
-        clock.now += 1.0
-        assert tick(memo) == {}
-    assert len(runs.bodies) == 1
-    clock.now += 1.0
-    tick(memo)
-    assert len(runs.bodies) == 2, "looked at again once the hint has passed"
-
-
-def test_a_short_hint_looks_every_tick(monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = Clock()
-    monkeypatch.setattr(handlers.time, "monotonic", clock)
-    runs = Runs(hint=0.2)
-    memo = memo_with(runs)
-    for _ in range(3):
-        tick(memo)
-        clock.now += 1.0
-    assert len(runs.bodies) == 3
-
-
-def test_kopfs_status_key_is_taken_out_before_the_reconciler_sees_the_body() -> None:
-    runs = Runs(hint=None)
-    tick(memo_with(runs))
-    assert runs.bodies[0]["status"] == {"phase": "Preflight"}
+    memo["controller"] = handlers.Controller(driver=driver, metrics=metrics)  # type: ignore[arg-type]
+    index = {"cluster/ns/basic": []}
+    handlers.on_event_benchmarkrun(body=BODY, memo=memo, type="MODIFIED", run_queue=index)
+    handlers.on_event_benchmarkrun(body=BODY, memo=memo, type="DELETED", run_queue=index)
+    assert metrics.seen == ["observe", "forget"]
+    assert [(t, b["status"], i) for t, b, i in driver.events] == [
+        ("MODIFIED", {"phase": "Pending", "waitingFor": "ns/a"}, index),
+        ("DELETED", {"phase": "Pending", "waitingFor": "ns/a"}, index),
+    ]
     assert "kopf" in BODY["status"], "the object itself is left as it is"
 
 
-def test_before_startup_built_the_controller_nothing_is_reconciled() -> None:
-    assert tick(kopf.Memo()) == {}
+def test_before_startup_built_the_controller_nothing_happens() -> None:
+    handlers.on_event_benchmarkrun(body=BODY, memo=kopf.Memo(), type="ADDED", run_queue={})

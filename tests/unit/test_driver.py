@@ -1,0 +1,282 @@
+"""The Driver: waiting costs nothing, the queue wakes only the run that starts, the
+reconciler's hint sets the next look, TTL is one look at its deadline, a deleted holder
+keeps its cluster until its pods are gone, idle schedules sleep until they are due."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tidb_bench_operator.domain.manifests import LABEL_SCHEDULE
+from tidb_bench_operator.domain.queue import ADMITTED, QueueEntry, Turn, queue_entry
+from tidb_bench_operator.driver import SCHEDULE_RESYNC_SECONDS, Driver, Key
+from tidb_bench_operator.reconcile import Outcome
+from tidb_bench_operator.schedule_reconciler import ScheduleOutcome
+
+JSON = dict[str, Any]
+NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
+SPEC: JSON = {
+    "cluster": {"name": "basic", "namespace": "tidb"},
+    "credentials": {"secretRef": {"name": "db"}},
+    "workloads": ["oltp_point_select"],
+    "threads": [1],
+}
+
+
+class World:
+    """The API server as the Driver sees it: stored objects, versions, pods."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, JSON] = {}
+        self.rv = 100
+        self.pod_list: list[JSON] = []
+        self.pod_lists = 0
+
+    def add(
+        self,
+        name: str,
+        created: str = "2024-06-01T00:00:00Z",
+        labels: JSON | None = None,
+        **status: Any,
+    ) -> JSON:
+        self.rv += 1
+        self.objects[name] = {
+            "metadata": {"name": name, "namespace": "bench", "uid": f"u-{name}", "generation": 1,
+                         "creationTimestamp": created, "resourceVersion": str(self.rv), "labels": labels or {}},
+            "spec": copy.deepcopy(SPEC),
+            "status": dict(status),
+        }  # fmt: skip
+        return copy.deepcopy(self.objects[name])
+
+    def index(self) -> dict[str, list[QueueEntry]]:
+        out: dict[str, list[QueueEntry]] = {}
+        for obj in self.objects.values():
+            found = queue_entry(obj)
+            if found:
+                out.setdefault(found[0], []).append(found[1])
+        return out
+
+    # DriverKube
+    def patch_benchmark_run_status(self, namespace: str, name: str, status: JSON) -> JSON:
+        self.rv += 1
+        obj = self.objects[name]
+        obj["status"] = {**obj.get("status", {}), **status}
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        return copy.deepcopy(obj)
+
+    def patch_benchmark_schedule_status(self, namespace: str, name: str, status: JSON) -> JSON:
+        return {
+            "metadata": {"name": name, "namespace": namespace, "resourceVersion": "1"},
+            "status": status,
+        }
+
+    def pods(self, namespace: str | None, selector: str) -> list[JSON]:
+        self.pod_lists += 1
+        return list(self.pod_list)
+
+
+class Runs:
+    """A run reconciler that admits when told, waits when told, or answers a fixed hint."""
+
+    def __init__(self, hint: float | None = None) -> None:
+        self.calls: list[tuple[str, Turn]] = []
+        self.hint = hint
+
+    def reconcile(self, body: JSON, turn: Turn = ADMITTED) -> Outcome:
+        self.calls.append((body["metadata"]["name"], turn))
+        phase = (body.get("status") or {}).get("phase")
+        if phase in (None, "Pending"):
+            if turn.admitted:
+                return Outcome(
+                    status={"phase": "Preflight", "waitingFor": None}, requeue_seconds=0.2
+                )
+            return Outcome(status={"phase": "Pending", "waitingFor": turn.ahead}, parked=True)
+        return Outcome(status={}, requeue_seconds=self.hint)
+
+    def names(self) -> list[str]:
+        return [n for n, _ in self.calls]
+
+
+class Schedules:
+    def __init__(self, next_in: float | None) -> None:
+        self.next_in = next_in
+        self.calls = 0
+
+    def reconcile(self, body: JSON) -> ScheduleOutcome:
+        self.calls += 1
+        nxt = None if self.next_in is None else NOW + timedelta(seconds=self.next_in)
+        return ScheduleOutcome(status={}, next_time=nxt)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def world() -> World:
+    return World()
+
+
+def make(
+    world: World, runs: Runs | None = None, schedules: Schedules | None = None
+) -> tuple[Driver, Clock]:
+    clock = Clock()
+    driver = Driver(
+        runs=runs or Runs(), schedules=schedules or Schedules(None), kube=world,
+        clock=clock, wall=lambda: NOW,
+    )  # fmt: skip
+    return driver, clock
+
+
+def event(driver: Driver, world: World, name: str, type_: str = "MODIFIED") -> None:
+    driver.run_event(type_, copy.deepcopy(world.objects[name]), world.index())
+
+
+def look_due(driver: Driver) -> Iterator[tuple[Key, float | None]]:
+    for key in driver.due_keys():
+        yield key, asyncio.run(driver.look(key))
+
+
+def settle(driver: Driver, world: World) -> list[str]:
+    """Look at every due run, then feed back the resulting watch events; the names looked at."""
+    looked = []
+    for key, _ in list(look_due(driver)):
+        looked.append(key[2])
+        event(driver, world, key[2])
+    return looked
+
+
+def test_waiting_runs_are_looked_at_once_and_then_only_the_one_that_starts(world: World) -> None:
+    runs = Runs()
+    driver, _ = make(world, runs)
+    world.add("busy", phase="Running")
+    for i, name in enumerate(["a", "b", "c"]):
+        world.add(name, created=f"2024-06-01T00:00:0{i + 1}Z")
+    for name in ["busy", "a", "b", "c"]:
+        event(driver, world, name, "ADDED")
+    settle(driver, world)
+    assert world.objects["b"]["status"]["waitingFor"] == "bench/a"
+    assert world.objects["a"]["status"]["waitingFor"] == "bench/busy"
+    runs.calls.clear()
+    for _ in range(3):  # the holder's own progress: nobody waiting is looked at
+        world.patch_benchmark_run_status("bench", "busy", {"currentStep": 1})
+        event(driver, world, "busy")
+        assert driver.due_keys() == []
+    world.patch_benchmark_run_status("bench", "busy", {"phase": "Succeeded"})
+    event(driver, world, "busy")
+    assert settle(driver, world) == ["a"], "only the first waiting run is woken"
+    assert runs.calls == [("a", Turn())], "and it is admitted"
+    assert world.objects["a"]["status"]["phase"] == "Preflight"
+
+
+def test_an_admitted_run_holds_its_cluster_before_the_watch_brings_its_new_phase(
+    world: World,
+) -> None:
+    runs = Runs()
+    driver, _ = make(world, runs)
+    world.add("b")
+    event(driver, world, "b", "ADDED")
+    stale = world.index()  # b as the index still has it: Pending
+    list(look_due(driver))  # b is admitted; its Preflight has not come back yet
+    world.add("a")  # the same second, a smaller name: first in order, but b has started
+    key, entry = queue_entry(world.objects["a"])  # type: ignore[misc]
+    stale[key].append(entry)
+    driver.run_event("ADDED", copy.deepcopy(world.objects["a"]), stale)
+    list(look_due(driver))
+    assert runs.calls == [("b", Turn()), ("a", Turn("bench/b"))]
+
+
+def test_the_reconcilers_hint_sets_the_next_look(world: World) -> None:
+    driver, clock = make(world, Runs(hint=7.0))
+    world.add("r", phase="Running")
+    event(driver, world, "r", "ADDED")
+    [(key, delay)] = list(look_due(driver))
+    assert delay == 7.0
+    driver.schedule(key, delay)
+    clock.now += 6.9
+    assert driver.due_keys() == []
+    clock.now += 0.2
+    assert driver.due_keys() == [key]
+
+
+def test_a_finished_run_is_looked_at_once_when_its_ttl_expires(world: World) -> None:
+    runs = Runs()
+    driver, _ = make(world, runs)
+    world.add("done", phase="Succeeded", finishedAt="2024-06-01T11:59:00Z")
+    world.objects["done"]["spec"]["ttlSecondsAfterFinished"] = 120
+    event(driver, world, "done", "ADDED")
+    [(key, delay)] = list(look_due(driver))
+    assert delay == 60.0 and runs.calls == [], "not before its deadline, and no tick meanwhile"
+    driver.wall = lambda: NOW + timedelta(seconds=61)
+    assert asyncio.run(driver.look(key)) is None
+    assert runs.names() == ["done"]
+    asyncio.run(driver.look(key))
+    assert runs.names() == ["done"], "once"
+
+
+def test_a_finished_run_without_ttl_is_never_looked_at(world: World) -> None:
+    runs = Runs()
+    driver, _ = make(world, runs)
+    world.add("done", phase="Failed")
+    event(driver, world, "done", "ADDED")
+    assert [d for _, d in look_due(driver)] == [None]
+    assert runs.calls == []
+
+
+def test_a_deleted_holder_keeps_its_cluster_until_its_pods_are_gone(world: World) -> None:
+    runs = Runs()
+    driver, _ = make(world, runs)
+    world.add("busy", phase="Running")
+    world.add("next", created="2024-06-01T00:00:05Z", phase="Pending", waitingFor="bench/busy")
+    event(driver, world, "busy", "ADDED")
+    event(driver, world, "next", "ADDED")
+    list(look_due(driver))
+    runs.calls.clear()
+    gone = world.objects.pop("busy")
+    world.pod_list = [{"status": {"phase": "Running"}}]
+    driver.run_event("DELETED", gone, world.index())
+    looked = list(look_due(driver))
+    assert looked == [(("ghost", "cluster/tidb/basic", ""), 1.0)]
+    assert runs.calls == [], "the next run does not start while the pods run"
+    world.pod_list = [{"status": {"phase": "Succeeded"}}]
+    assert asyncio.run(driver.look(("ghost", "cluster/tidb/basic", ""))) is None
+    settle(driver, world)
+    assert runs.calls == [("next", Turn())]
+
+
+def test_an_idle_schedule_sleeps_until_it_is_due_and_its_runs_wake_it(world: World) -> None:
+    schedules = Schedules(next_in=3600 * 24)
+    driver, _ = make(world, schedules=schedules)
+    sched = {
+        "metadata": {
+            "name": "nightly",
+            "namespace": "bench",
+            "generation": 1,
+            "resourceVersion": "5",
+        }
+    }
+    driver.schedule_event("ADDED", sched)
+    assert [d for _, d in look_due(driver)] == [SCHEDULE_RESYNC_SECONDS]
+    schedules.next_in = 10
+    driver.schedule_event(
+        "MODIFIED",
+        {**sched, "metadata": {**sched["metadata"], "generation": 2, "resourceVersion": "6"}},
+    )
+    assert [d for _, d in look_due(driver)] == [10]
+    driver.schedule_event(
+        "MODIFIED",
+        {**sched, "metadata": {**sched["metadata"], "generation": 2, "resourceVersion": "7"}},
+    )
+    assert driver.due_keys() == [], "its own status patch wakes nothing"
+    world.add("nightly-1", labels={LABEL_SCHEDULE: "nightly"}, phase="Running")
+    event(driver, world, "nightly-1", "ADDED")
+    assert ("schedule", "bench", "nightly") in driver.due_keys()
