@@ -64,10 +64,11 @@ def _ours(body: Any) -> dict[str, Any]:
 
 
 @kopf.on.startup(id="configure")
-def on_startup_configure(
+async def on_startup_configure(
     settings: kopf.OperatorSettings, memo: kopf.Memo, logger: Any, **_: Any
 ) -> None:
-    """Keep kopf's bookkeeping in annotations: our status schema is ours alone."""
+    """Keep kopf's bookkeeping in annotations (our status schema is ours alone), build the
+    controller and start the Driver's loop."""
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="tidbbench.io")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix="tidbbench.io", key="last-handled-configuration"
@@ -77,7 +78,7 @@ def on_startup_configure(
     cfg = Settings.from_env()
     # Startup handlers finish before kopf scans API discovery: make sure it will find us.
     try:
-        wait_for_crds(cfg, logger.info)
+        await asyncio.to_thread(wait_for_crds, cfg, logger.info)
     except CrdsNotServed as exc:
         logger.error("%s", exc)
         raise kopf.PermanentError(str(exc)) from exc
@@ -89,6 +90,7 @@ def on_startup_configure(
         kube=build_kube(cfg),
     )
     memo["controller"] = Controller(driver=driver, metrics=metrics)
+    memo["driver_task"] = asyncio.create_task(driver.run(), name="driver")
     if cfg.metrics_port:
         try:
             metrics.serve(cfg.metrics_port)
@@ -112,14 +114,6 @@ class _QuietMetricsEvents(logging.Filter):
         return not (text.startswith("Handler 'metrics-") and text.endswith("succeeded."))
 
 
-@kopf.on.startup(id="start-driver")
-async def on_startup_driver(memo: kopf.Memo, **_: Any) -> None:
-    """Start the Driver's scheduling loop (it runs until the controller stops)."""
-    controller = _controller(memo)
-    if controller is not None:
-        memo["driver_task"] = asyncio.create_task(controller.driver.run(), name="driver")
-
-
 @kopf.on.cleanup(id="stop-driver")
 async def on_cleanup_driver(memo: kopf.Memo, **_: Any) -> None:
     task = memo.get("driver_task")
@@ -140,11 +134,14 @@ def run_queue(body: Any, **_: Any) -> dict[str, QueueEntry]:
     return {} if found is None else {found[0]: found[1]}
 
 
-# Metrics follow the watch stream rather than the reconcile calls: every status patch comes
-# back as an event, finished runs (no longer reconciled) are listed again after a restart,
-# and a deletion is an event too, so no series outlives its object.
+# Async so that they run on the event loop, where the Driver lives (kopf runs sync handlers
+# in threads). Metrics follow the watch stream rather than the reconcile calls: every status
+# patch comes back as an event, finished runs (no longer reconciled) are listed again after
+# a restart, and a deletion is an event too, so no series outlives its object.
 @kopf.on.event(GROUP, VERSION, "benchmarkruns", id="metrics-run")
-def on_event_benchmarkrun(body: Any, memo: kopf.Memo, type: str | None = None, **kw: Any) -> None:
+async def on_event_benchmarkrun(
+    body: Any, memo: kopf.Memo, type: str | None = None, **kw: Any
+) -> None:
     """Keep the run's metric series equal to its status; tell the Driver (it wakes runs)."""
     controller = _controller(memo)
     if controller is None:
@@ -160,7 +157,7 @@ def on_event_benchmarkrun(body: Any, memo: kopf.Memo, type: str | None = None, *
 
 
 @kopf.on.event(GROUP, VERSION, "benchmarkschedules", id="metrics-schedule")
-def on_event_benchmarkschedule(
+async def on_event_benchmarkschedule(
     body: Any, memo: kopf.Memo, type: str | None = None, **_: Any
 ) -> None:
     """Keep the schedule's metric series equal to its status; tell the Driver."""

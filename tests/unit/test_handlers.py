@@ -3,6 +3,7 @@ kopf's own status key, and nothing happens before startup built the controller."
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import kopf
@@ -63,8 +64,12 @@ def test_run_events_reach_the_metrics_and_the_driver_without_kopfs_key() -> None
     memo = kopf.Memo()
     memo["controller"] = handlers.Controller(driver=driver, metrics=metrics)  # type: ignore[arg-type]
     index = {"cluster/ns/basic": []}
-    handlers.on_event_benchmarkrun(body=BODY, memo=memo, type="MODIFIED", run_queue=index)
-    handlers.on_event_benchmarkrun(body=BODY, memo=memo, type="DELETED", run_queue=index)
+    asyncio.run(
+        handlers.on_event_benchmarkrun(body=BODY, memo=memo, type="MODIFIED", run_queue=index)
+    )
+    asyncio.run(
+        handlers.on_event_benchmarkrun(body=BODY, memo=memo, type="DELETED", run_queue=index)
+    )
     assert metrics.seen == ["observe", "forget"]
     assert [(t, b["status"], i) for t, b, i in driver.events] == [
         ("MODIFIED", {"phase": "Pending", "waitingFor": "ns/a"}, index),
@@ -74,4 +79,6 @@ def test_run_events_reach_the_metrics_and_the_driver_without_kopfs_key() -> None
 
 
 def test_before_startup_built_the_controller_nothing_happens() -> None:
-    handlers.on_event_benchmarkrun(body=BODY, memo=kopf.Memo(), type="ADDED", run_queue={})
+    asyncio.run(
+        handlers.on_event_benchmarkrun(body=BODY, memo=kopf.Memo(), type="ADDED", run_queue={})
+    )
