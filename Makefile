@@ -65,11 +65,13 @@ demo: venv deps k8s
 clean: testbed-down
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
 
-# Benchmarks (need `make testbed-up`): tool vs bare sysbench, and the controller's overhead;
-# then the hostile-input benchmark (pd-check on 4 MB of text, parse of a 200 MB log).
+# Benchmarks (need `make testbed-up`): tool vs bare sysbench, the controller's overhead, the
+# queue at scale; then the hostile-input benchmark (pd-check on 4 MB of text, parse of a
+# 200 MB log).
 bench: venv bench-input
 	$(BIN)/python bench/run_vs_sysbench.py
 	$(BIN)/python bench/controller_overhead.py
+	$(BIN)/python bench/scale.py
 
 bench-input: venv
 	$(BIN)/python bench/hostile_input.py
