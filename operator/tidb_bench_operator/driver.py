@@ -151,7 +151,6 @@ class Driver:
     ghosts: dict[str, _Ghost] = field(default_factory=dict)
     #: Finished runs whose ttlSecondsAfterFinished was acted on (by this process).
     expired: set[Key] = field(default_factory=set)
-    looks: int = 0
 
     def __post_init__(self) -> None:
         self._due: dict[Key, float] = {}
@@ -333,7 +332,6 @@ class Driver:
     # ------------------------------------------------------------------ looks
     async def look(self, key: Key) -> float | None:
         """Look at one object; returns when to look again (None: not by time)."""
-        self.looks += 1
         if key[0] == "ghost":
             return await self._look_ghost(key[1])
         if key[0] == "schedule":
