@@ -173,9 +173,10 @@ class Driver:
             self._forget(key)
             if old is not None and old_entry is not None:
                 qkey, entry = old_entry
-                if self.claims.get(qkey) == entry.uid:
+                claimed = self.claims.get(qkey) == entry.uid
+                if claimed:
                     del self.claims[qkey]
-                if entry.holds:
+                if entry.holds or claimed:  # it may have created Jobs already
                     self.ghosts[qkey] = _Ghost(entry.namespace, entry.name)
                     self.schedule(("ghost", qkey, ""), 0.0)
                 self.wake_cluster(qkey)
