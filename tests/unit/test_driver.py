@@ -280,3 +280,18 @@ def test_an_idle_schedule_sleeps_until_it_is_due_and_its_runs_wake_it(world: Wor
     world.add("nightly-1", labels={LABEL_SCHEDULE: "nightly"}, phase="Running")
     event(driver, world, "nightly-1", "ADDED")
     assert ("schedule", "bench", "nightly") in driver.due_keys()
+
+
+def test_the_loop_runs_due_looks_and_sleeps_until_the_next_deadline(world: World) -> None:
+    runs = Runs(hint=0.05)
+    driver = Driver(runs=runs, schedules=Schedules(None), kube=world, wall=lambda: NOW)
+    world.add("r", phase="Running")
+    event(driver, world, "r", "ADDED")
+
+    async def for_a_while() -> None:
+        loop = asyncio.create_task(driver.run())
+        await asyncio.sleep(0.5)
+        loop.cancel()
+
+    asyncio.run(for_a_while())
+    assert 4 <= len(runs.calls) <= 12, "about one look per 0.05 s hint, not a busy loop"
