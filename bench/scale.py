@@ -100,10 +100,13 @@ class Watcher:
 
 def api_requests(api: client.ApiClient) -> tuple[float, Counter[str]]:
     """The API server's request counter: total, and by verb and resource."""
-    text = api.call_api(
-        "/metrics", "GET", auth_settings=["BearerToken"], response_type="str",
-        _return_http_data_only=True, _preload_content=False,
-    ).data.decode()  # fmt: skip
+    headers = {"Accept": "text/plain"}
+    token = api.configuration.get_api_key_with_prefix("BearerToken")
+    if token:
+        headers["Authorization"] = token
+    resp = api.call_api("GET", f"{api.configuration.host}/metrics", header_params=headers)
+    resp.read()
+    text = resp.data.decode()
     total, by = 0.0, Counter[str]()
     for line in text.splitlines():
         m = METRIC.match(line)
