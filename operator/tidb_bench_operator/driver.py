@@ -159,6 +159,7 @@ class Driver:
         self._busy: set[Key] = set()
         self._again: set[Key] = set()
         self._failures: dict[Key, int] = {}
+        self._seen_phase: dict[Key, str | None] = {}
         self._changed: asyncio.Event | None = None
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="reconcile")
 
@@ -188,7 +189,11 @@ class Driver:
             _meta(body).get("deletionTimestamp") and not _meta(old).get("deletionTimestamp")
         ):
             self.schedule(key, 0.0)
-        if old is None or _phase(old) != _phase(body):
+        # The phase as the watch stream showed it last (our own patches update `bodies`
+        # first, so they cannot tell whether the schedule has seen this phase yet).
+        seen = self._seen_phase.get(key, "")
+        self._seen_phase[key] = _phase(body)
+        if seen != _phase(body):
             self._wake_schedule_of(body)
         found = queue.queue_entry(body)
         if old_entry is not None and (found is None or found[0] != old_entry[0]):
@@ -210,6 +215,7 @@ class Driver:
 
     def _forget(self, key: Key) -> None:
         self.bodies.pop(key, None)
+        self._seen_phase.pop(key, None)
         self._due.pop(key, None)
         self.expired.discard(key)
         self._failures.pop(key, None)

@@ -295,3 +295,24 @@ def test_the_loop_runs_due_looks_and_sleeps_until_the_next_deadline(world: World
 
     asyncio.run(for_a_while())
     assert 4 <= len(runs.calls) <= 12, "about one look per 0.05 s hint, not a busy loop"
+
+
+def test_a_run_finished_by_the_drivers_own_patch_still_wakes_its_schedule(world: World) -> None:
+    driver, _ = make(world, schedules=Schedules(next_in=3600))
+    sched = {
+        "metadata": {
+            "name": "nightly",
+            "namespace": "bench",
+            "generation": 1,
+            "resourceVersion": "5",
+        }
+    }
+    driver.schedule_event("ADDED", sched)
+    world.add("nightly-1", labels={LABEL_SCHEDULE: "nightly"}, phase="Running")
+    event(driver, world, "nightly-1", "ADDED")
+    list(look_due(driver))
+    # The Driver's look patched it to Succeeded and kept the answer before the watch event.
+    stored = world.patch_benchmark_run_status("bench", "nightly-1", {"phase": "Succeeded"})
+    driver.bodies[("run", "bench", "nightly-1")] = stored
+    event(driver, world, "nightly-1")
+    assert ("schedule", "bench", "nightly") in driver.due_keys(), "it records and compares the run"
