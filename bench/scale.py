@@ -44,7 +44,7 @@ sys.path[:0] = [str(ROOT / "operator"), str(ROOT / "tests")]
 from kubernetes import client, watch  # noqa: E402
 
 from testbed.benching import bench_namespace, open_bed, start_controller, stop_controller  # noqa: E402
-from testbed.kube import wait_for  # noqa: E402
+from testbed.kube import wait_for as _wait_for  # noqa: E402
 from testbed.runs import GROUP, PLURAL, VERSION, create_run, run_manifest  # noqa: E402
 
 ACTIVE = ("Preflight", "Preparing", "Running")
@@ -120,6 +120,17 @@ def api_requests(api: client.ApiClient) -> tuple[float, Counter[str]]:
         )
         by[what] += value
     return total, by
+
+
+def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.3) -> Any:
+    """testbed.kube.wait_for, resumed when a sleep is interrupted (seen once as errno 514)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return _wait_for(predicate, max(0.1, deadline - time.monotonic()), what, interval)
+        except OSError:
+            if time.monotonic() >= deadline:
+                raise
 
 
 def proc_cpu(pid: int) -> float:
