@@ -162,6 +162,7 @@ def main() -> int:
     p.add_argument("--window", type=int, default=20)
     p.add_argument("--step-seconds", type=int, default=2)
     args = p.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     bed = open_bed()
     if bed is None:
         return 2
@@ -232,6 +233,38 @@ def main() -> int:
         order_kept = measured == sorted(measured)
         overlaps = sum(1 for a, b in pairs if watcher.start[b] < watcher.end[a])
         rss_queue = proc_peak_rss_mb(ctl.pid)
+        med = statistics.median
+        diff = {k: (by1[k] - by0[k]) / (t3 - t2) for k in by1}
+        top = sorted(diff.items(), key=lambda kv: -kv[1])[:8]
+        print(
+            f"N={args.runs} queued runs (1 step of {args.step_seconds} s, 1 thread, one target), "
+            f"M={args.schedules} idle schedules, window = {len(measured)} completions after all "
+            f"had arrived ({created:.0f} s to create them, all arrived after {arrival:.0f} s)"
+        )
+        print(f"{'':38} {'alone':>12} {'in the queue':>14}")
+        print(
+            f"{'start -> Succeeded, median (s)':38} {med(alone):12.2f} {med(in_queue):14.2f}"
+            f"   ratio {med(in_queue) / med(alone):.2f} (target <= 1.2)"
+        )
+        print(f"{'start -> Succeeded, max (s)':38} {max(alone):12.2f} {max(in_queue):14.2f}")
+        print(
+            f"{'gap Succeeded -> next start, median':38} {'':>12} {med(gaps):14.2f}"
+            f"   max {max(gaps):.2f} (target median < 2 s)"
+        )
+        print(
+            f"{'API server requests/s':38} {alone_rate:12.2f} {queue_rate:14.2f}"
+            f"   attributable to the waiting runs and schedules: {queue_rate - alone_rate:+.2f} "
+            f"(target < 2)"
+        )
+        print(f"{'controller CPU (cores)':38} {alone_cpu:12.3f} {queue_cpu:14.3f}")
+        print(
+            f"controller peak RSS {rss_queue:.0f} MB at the end of the window (target < 200); "
+            f"CPU {c3:.1f} s in all by then"
+        )
+        print(f"queue order kept (creation order): {order_kept}; overlapping runs: {overlaps}")
+        print("API requests/s in the window by verb and resource (top):")
+        for what, rate in top:
+            print(f"  {what:40} {rate:6.2f}")
 
         # ---- delete the rest
         remaining = sum(1 for n in names if n not in watcher.end)
@@ -246,44 +279,15 @@ def main() -> int:
         alive = ctl.poll() is None
         cpu_total = proc_cpu(ctl.pid)
         rss_peak = proc_peak_rss_mb(ctl.pid)
+        print(
+            f"deleting the remaining {remaining} runs: {deleted:.1f} s (target < 30); "
+            f"controller alive: {alive}, peak RSS {rss_peak:.0f} MB, CPU {cpu_total:.1f} s in all"
+        )
     finally:
         watcher.stop = True
         stop_controller(ctl)
         core.delete_namespace(ns)
 
-    med = statistics.median
-    diff = {k: (by1[k] - by0[k]) / (t3 - t2) for k in by1}
-    top = sorted(diff.items(), key=lambda kv: -kv[1])[:8]
-    print(
-        f"N={args.runs} queued runs (1 step of {args.step_seconds} s, 1 thread, one target), "
-        f"M={args.schedules} idle schedules, window = {len(measured)} completions after all "
-        f"had arrived ({created:.0f} s to create them, all arrived after {arrival:.0f} s)"
-    )
-    print(f"{'':38} {'alone':>12} {'in the queue':>14}")
-    print(
-        f"{'start -> Succeeded, median (s)':38} {med(alone):12.2f} {med(in_queue):14.2f}"
-        f"   ratio {med(in_queue) / med(alone):.2f} (target <= 1.2)"
-    )
-    print(f"{'start -> Succeeded, max (s)':38} {max(alone):12.2f} {max(in_queue):14.2f}")
-    print(
-        f"{'gap Succeeded -> next start, median':38} {'':>12} {med(gaps):14.2f}"
-        f"   max {max(gaps):.2f} (target median < 2 s)"
-    )
-    print(
-        f"{'API server requests/s':38} {alone_rate:12.2f} {queue_rate:14.2f}"
-        f"   attributable to the waiting runs and schedules: {queue_rate - alone_rate:+.2f} "
-        f"(target < 2)"
-    )
-    print(f"{'controller CPU (cores)':38} {alone_cpu:12.3f} {queue_cpu:14.3f}")
-    print(
-        f"controller peak RSS {rss_queue:.0f} MB at the end of the window, {rss_peak:.0f} MB at "
-        f"the end (target < 200); CPU {cpu_total:.1f} s in all; alive: {alive}"
-    )
-    print(f"queue order kept (creation order): {order_kept}; overlapping runs: {overlaps}")
-    print(f"deleting the remaining {remaining} runs: {deleted:.1f} s (target < 30)")
-    print("API requests/s in the window by verb and resource (top):")
-    for what, rate in top:
-        print(f"  {what:40} {rate:6.2f}")
     return 0
 
 
