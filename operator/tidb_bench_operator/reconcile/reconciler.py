@@ -118,7 +118,7 @@ class RunReconciler:
         )  # fmt: skip
         st.observed_generation = meta.get("generation")
         # Transitions that need no waiting (a phase entered, a step finished) continue in the
-        # same call: the controller's latency is then one timer tick, not one per phase.
+        # same call: the controller's latency is then one look, not one per phase.
         for _ in range(MAX_TRANSITIONS_PER_CALL):
             ctx.again = False
             ctx.now = self.clock()  # a chained step's start time counts from now
