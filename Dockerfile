@@ -1,6 +1,8 @@
 # One image for the controller (`tidb-bench operator`, the default) and the benchmark
 # runner (`tidb-bench runner ...`, what the Jobs run), with Debian's sysbench 1.0.20.
 # Base pinned to an exact Python patch release on Debian 12 (bookworm).
+# numpy and scipy (the statistics) add 216 MB installed; their own test suites, 49 MB of
+# that, are removed in the build stage (nothing imports them), leaving 167 MB.
 
 FROM python:3.11.10-slim-bookworm AS build
 WORKDIR /src
@@ -8,7 +10,10 @@ COPY pyproject.toml README.md ./
 COPY operator ./operator
 RUN python -m venv /opt/tidb-bench \
  && /opt/tidb-bench/bin/pip install --no-cache-dir --upgrade pip==24.2 \
- && /opt/tidb-bench/bin/pip install --no-cache-dir .
+ && /opt/tidb-bench/bin/pip install --no-cache-dir . \
+ && find /opt/tidb-bench/lib/python3.11/site-packages/numpy \
+         /opt/tidb-bench/lib/python3.11/site-packages/scipy \
+         -depth -type d -name tests -exec rm -rf {} +
 
 FROM python:3.11.10-slim-bookworm
 RUN apt-get update \
