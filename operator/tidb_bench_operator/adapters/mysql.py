@@ -146,3 +146,27 @@ def show_table_regions(
 ) -> tuple[list[str], list[tuple[Any, ...]]]:
     """`SHOW TABLE db.t REGIONS` (TiDB only): the 13- or 11-column listing."""
     return query(conn, f"SHOW TABLE `{database}`.`{table}` REGIONS")
+
+
+def global_variables(conn: Any, names: tuple[str, ...]) -> dict[str, str]:
+    """The named global variables the server knows (`SHOW GLOBAL VARIABLES`), name → value."""
+    marks = ", ".join(["%s"] * len(names))
+    _, rows = query(conn, f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({marks})", names)
+    return {str(r[0]): str(r[1]) for r in rows}
+
+
+def show_config(conn: Any) -> list[tuple[Any, ...]] | None:
+    """TiDB's `SHOW CONFIG` rows (Type, Instance, Name, Value); None when the server is not TiDB."""
+    try:
+        _, rows = query(conn, "SHOW CONFIG")
+    except DatabaseError as exc:
+        if exc.errno in (1064, 1149):  # syntax error: MySQL/MariaDB have no SHOW CONFIG
+            return None
+        raise
+    return rows
+
+
+def run_statements(conn: Any, statements: list[str]) -> None:
+    """Run each statement and read its result to the end (ANALYZE prints a status table)."""
+    for sql in statements:
+        query(conn, sql)
