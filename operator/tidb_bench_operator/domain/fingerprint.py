@@ -15,8 +15,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
+
+from tidb_bench_operator.domain.base import TolerantCamelModel
 
 #: Global variables that change how fast the same SQL runs. TiDB's first, then MySQL/MariaDB's
 #: (the test bed's stand-in server); a name the server does not know is simply absent.
@@ -73,10 +74,8 @@ PERFORMANCE_CONFIG: tuple[str, ...] = (
 COMPONENTS = ("pd", "tikv", "tidb", "tiflash")
 
 
-class Fingerprint(BaseModel):
+class Fingerprint(TolerantCamelModel):
     """What a run measured against, as far as the controller can read it."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
     images: dict[str, str] = Field(
         default_factory=dict, description="Image per component from the TidbCluster spec."

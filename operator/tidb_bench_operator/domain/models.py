@@ -26,9 +26,16 @@ from pydantic import (
 )
 
 from tidb_bench_operator.domain.base import CamelModel, TolerantCamelModel
+from tidb_bench_operator.domain.fingerprint import Fingerprint
 from tidb_bench_operator.domain.preflight import CheckStatus
 from tidb_bench_operator.domain.results import Latency, StepResult
 from tidb_bench_operator.domain.sysbench import Workload, validate_extra_args
+from tidb_bench_operator.domain.verdicts import (
+    NOISY_CV_PERCENT,
+    RunVerdict,
+    StepChangePoint,
+    TrialSummary,
+)
 from tidb_bench_operator.errors import SpecError
 
 GROUP = "tidbbench.io"
@@ -231,6 +238,17 @@ class Dataset(_Spec):
         description="sysbench --auto-inc: AUTO_INCREMENT primary keys; TiDB Cloud's published "
         "runs use false to avoid the auto-increment hotspot.",
     )
+    analyze: bool = Field(
+        default=True,
+        description="After prepare (or reuse), ANALYZE TABLE every table, so the optimizer "
+        "measures with fresh statistics, as TiDB's sysbench procedure does.",
+    )
+    warm_up: bool = Field(
+        default=True,
+        description="After prepare (or reuse), read every table through its secondary index "
+        "(SELECT COUNT(pad) FROM sbtestN USE INDEX (k_N)), so the first step does not measure "
+        "a cold cache.",
+    )
 
 
 class Slo(_Spec):
@@ -395,6 +413,22 @@ class BenchmarkRunSpec(_Spec):
         le=3600,
         description="sysbench --report-interval; interval lines are kept for diagnosis only.",
     )
+    repeats: int = Field(
+        default=1,
+        ge=1,
+        le=20,
+        description="Trials per step. Several are measured in whole-sweep rounds (every step "
+        "once, then every step again), so drift during the run reaches every step alike; the "
+        "step shows the median, a 95% interval and the coefficient of variation. Schedules "
+        "need 3 or more for a regression verdict with a p-value.",
+    )
+    noisy_cv_percent: float = Field(
+        default=NOISY_CV_PERCENT,
+        gt=0,
+        le=100,
+        description="A step whose trials' coefficient of variation exceeds this (percent) is "
+        "marked noisy.",
+    )
     percentile: int = Field(
         default=95,
         ge=1,
@@ -557,6 +591,19 @@ def _result_text(name: str) -> str | None:
     return StepResult.model_fields[name].description
 
 
+class Trial(_Status):
+    """One measurement of a step; with spec.repeats > 1 a step has several."""
+
+    round: int = Field(ge=0, description="Sweep round the trial was measured in, from 0.")
+    qps: float | None = Field(default=None, description="QPS of the trial (clients combined).")
+    tps: float | None = Field(default=None, description="TPS of the trial.")
+    latency_ms: float | None = Field(
+        default=None, description="Percentile latency of the trial, in milliseconds."
+    )
+    valid: bool | None = Field(default=None, description="Whether the trial can be trusted.")
+    finished_at: datetime | None = Field(default=None, description="When the trial ended.")
+
+
 class StepStatus(_Status):
     """One step of the sweep: a (workload, threads) point, its progress and numbers."""
 
@@ -600,6 +647,17 @@ class StepStatus(_Status):
         "percentiles were merged.",
     )
     job_names: list[str] = Field(default_factory=list, description="Jobs that ran this step.")
+    trials: list[Trial] = Field(
+        default_factory=list,
+        description="Every trial, in the order measured. With several, the step's numbers are "
+        "those of its median trial and qps is the median of the valid trials.",
+    )
+    qps_trials: TrialSummary | None = Field(
+        default=None,
+        description="The valid trials' QPS together: n, median, mean, the 95% interval of "
+        "the mean (Student t), the coefficient of variation, and noisy when it exceeds "
+        "spec.noisyCvPercent.",
+    )
 
     @field_validator("latency_ms", mode="before")
     @classmethod
@@ -723,6 +781,23 @@ class BenchmarkRunStatus(_Status):
         default=None,
         description="ConfigMap in the run's namespace holding the step results as JSON.",
     )
+    current_round: int | None = Field(
+        default=None, description="Sweep round (trial) running now, from 0 (spec.repeats)."
+    )
+    fingerprint: Fingerprint | None = Field(
+        default=None,
+        description="What the run measured against: images and digests, replicas, server "
+        "variables and configuration, sysbench version, the spec.",
+    )
+    regression: RunVerdict | None = Field(
+        default=None,
+        description="The schedule's verdict on this run against its baseline runs, per step.",
+    )
+    fingerprint_diff: list[str] | None = Field(
+        default=None,
+        description="What differs from the baseline runs' fingerprints, one item per line "
+        "(empty: nothing recorded differs).",
+    )
 
 
 # --------------------------------------------------------------------------- schedule
@@ -741,8 +816,16 @@ class Regression(_Spec):
         default=10,
         ge=0,
         le=100,
-        description="A run whose peak QPS is more than this far below the baseline is a "
-        "regression.",
+        description="The minimum effect: a step regressed when its QPS is significantly "
+        "lower than the baseline's (Mann-Whitney U, corrected over the steps) AND by at least "
+        "this much; a gain as large is Improved.",
+    )
+    trend_runs: int = Field(
+        default=30,
+        ge=0,
+        le=200,
+        description="Successful runs kept in status.history for the change-point search over "
+        "the schedule's trend (0: none beyond baselineRuns).",
     )
 
 
@@ -818,6 +901,9 @@ class HistoryStep(_Status):
     latency_ms: float | None = Field(
         default=None, description="The step's percentile latency, in milliseconds."
     )
+    trials: list[float] = Field(
+        default_factory=list, description="QPS of each valid trial (spec.repeats)."
+    )
 
 
 class HistoryEntry(_Status):
@@ -837,6 +923,15 @@ class HistoryEntry(_Status):
     steps: list[HistoryStep] = Field(
         default_factory=list,
         description="QPS per valid step, so regression baselines outlive deleted runs.",
+    )
+    verdict: str | None = Field(
+        default=None,
+        description="Regressed, Improved, NoChange or Inconclusive against the baseline.",
+    )
+    fingerprint: Fingerprint | None = Field(
+        default=None,
+        description="The run's environment fingerprint; kept for the newest baselineRuns "
+        "successful runs, so a verdict can say what changed.",
     )
 
 
@@ -860,6 +955,14 @@ class BenchmarkScheduleStatus(_Status):
     )
     regressed: bool = Field(
         default=False, description="Whether the latest Succeeded run is a regression."
+    )
+    verdict: str | None = Field(
+        default=None, description="The latest Succeeded run's verdict against its baseline."
+    )
+    change_points: list[StepChangePoint] = Field(
+        default_factory=list,
+        description="Where a step's QPS moved to another level over the history (E-Divisive "
+        "means), oldest first.",
     )
     conditions: list[Condition] = Field(default_factory=list, description="Latest observations.")
     observed_generation: int | None = Field(

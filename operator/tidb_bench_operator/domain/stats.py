@@ -11,20 +11,24 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
 from scipy import stats as sps
+
+from tidb_bench_operator.domain.verdicts import (
+    NOISY_CV_PERCENT,
+    ChangePoint,
+    RunVerdict,
+    StepVerdict,
+    TrialSummary,
+    Verdict,
+)
 
 #: Confidence of every interval this module computes.
 CONFIDENCE = 0.95
 #: Significance level of the regression verdict, after the Benjamini–Hochberg correction.
 ALPHA = 0.05
-#: A step whose trials' coefficient of variation exceeds this (in percent) is marked noisy.
-NOISY_CV_PERCENT = 10.0
 #: Bootstrap resamples for the effect's interval.
 BOOTSTRAP_RESAMPLES = 4000
 #: Fixed seed: the same trials always give the same interval and the same change points, so
@@ -37,37 +41,10 @@ CHANGE_POINT_PERMUTATIONS = 199
 #: Fewest points on either side of a change point.
 MIN_SEGMENT = 3
 
-Verdict = Literal["Regressed", "Improved", "NoChange", "Inconclusive"]
 StepKey = tuple[str, int]
 
 
-class _Camel(BaseModel):
-    """Base: immutable, snake_case in Python, camelCase on the wire."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
-    )
-
-
 # --------------------------------------------------------------------------- trials
-
-
-class TrialSummary(_Camel):
-    """What N trials of one step say together."""
-
-    n: int = Field(description="Number of trials.")
-    median: float = Field(description="Median of the trials: the headline number.")
-    mean: float = Field(description="Mean of the trials.")
-    ci_low: float | None = Field(
-        description="Lower end of the 95% confidence interval of the mean (Student t); "
-        "null with fewer than 2 trials."
-    )
-    ci_high: float | None = Field(description="Upper end of the same interval.")
-    cv_percent: float | None = Field(
-        description="Coefficient of variation (sample standard deviation / mean), in percent; "
-        "null with fewer than 2 trials."
-    )
-    noisy: bool = Field(description="True when cvPercent exceeds the noisy bound.")
 
 
 def summarize_trials(
@@ -98,50 +75,6 @@ def summarize_trials(
 
 
 # --------------------------------------------------------------------------- verdicts
-
-
-class StepVerdict(_Camel):
-    """One (workload, threads) step of a run against the same step of the baseline runs."""
-
-    workload: str = Field(description="sysbench test name.")
-    threads: int = Field(description="Threads per client.")
-    verdict: Verdict = Field(description="Regressed, Improved, NoChange or Inconclusive.")
-    effect_percent: float | None = Field(
-        description="median(this run's trials) / median(baseline trials) - 1, in percent."
-    )
-    interval_low_percent: float | None = Field(
-        description="Lower end of the effect's 95% bootstrap interval, in percent."
-    )
-    interval_high_percent: float | None = Field(
-        description="Upper end of the effect's 95% bootstrap interval, in percent."
-    )
-    p_value: float | None = Field(description="Two-sided Mann–Whitney U p-value.")
-    p_adjusted: float | None = Field(
-        description="The p-value after the Benjamini–Hochberg correction over the run's steps."
-    )
-    trials: int = Field(description="This run's trials of the step.")
-    baseline_trials: int = Field(description="Baseline trials of the step, pooled over runs.")
-    baseline_runs: int = Field(description="Baseline runs that had the step.")
-    median_qps: float | None = Field(description="Median of this run's trials.")
-    baseline_median_qps: float | None = Field(description="Median of the baseline trials.")
-    reason: str = Field(description="Why this verdict, in one sentence.")
-
-
-class RunVerdict(_Camel):
-    """A run against its baseline, step by step, and one verdict for the whole run."""
-
-    verdict: Verdict = Field(
-        description="Regressed when any step regressed; else Improved when any improved; "
-        "NoChange when every step is NoChange; else Inconclusive."
-    )
-    min_effect_percent: float = Field(description="Smallest change that counts, in percent.")
-    alpha: float = Field(description="Significance level after the correction.")
-    baseline_runs: int = Field(description="Baseline runs compared with.")
-    excluded_invalid: int = Field(
-        default=0, description="Baseline and current trials left out because they were invalid."
-    )
-    steps: list[StepVerdict] = Field(default_factory=list, description="Per-step verdicts.")
-    message: str = Field(description="One line saying what was found.")
 
 
 def smallest_p_value(n1: int, n2: int) -> float:
@@ -362,16 +295,6 @@ def _run_message(
 
 
 # --------------------------------------------------------------------------- change points
-
-
-class ChangePoint(_Camel):
-    """Where a series' level moved: the first point at the new level."""
-
-    index: int = Field(description="Index of the first point after the change.")
-    p_value: float = Field(description="Permutation p-value of the split.")
-    before_median: float = Field(description="Median of the segment before the change.")
-    after_median: float = Field(description="Median of the segment after the change.")
-    change_percent: float = Field(description="after / before - 1, in percent.")
 
 
 def energy_statistic(x: Sequence[float], y: Sequence[float], unbiased: bool = True) -> float:

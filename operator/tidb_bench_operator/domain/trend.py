@@ -10,33 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
-
-from tidb_bench_operator.domain.stats import (
-    MIN_SEGMENT,
-    RunVerdict,
-    StepKey,
-    find_change_points,
-)
+from tidb_bench_operator.domain.stats import MIN_SEGMENT, StepKey, find_change_points
+from tidb_bench_operator.domain.verdicts import RunVerdict, StepChangePoint
 
 #: Fewest runs of a step before change points are looked for (a segment on each side).
 MIN_TREND_RUNS = 2 * MIN_SEGMENT
-
-
-class StepChangePoint(BaseModel):
-    """Where one step's nightly QPS moved to another level."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
-
-    workload: str = Field(description="sysbench test name.")
-    threads: int = Field(description="Threads per client.")
-    run: str = Field(description="The first run at the new level.")
-    previous_run: str | None = Field(default=None, description="The last run at the old level.")
-    p_value: float = Field(description="Permutation p-value of the change (E-Divisive means).")
-    before_median_qps: float = Field(description="Median QPS of the runs before the change.")
-    after_median_qps: float = Field(description="Median QPS of the runs from the change on.")
-    change_percent: float = Field(description="after / before - 1, in percent.")
 
 
 def history_change_points(
