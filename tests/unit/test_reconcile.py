@@ -1031,3 +1031,86 @@ def test_a_running_run_without_steps_fails_instead_of_looping() -> None:
     bed.reconcile()
     assert bed.status["phase"] == "Failed"
     assert bed.condition("Failed")["reason"] == "Internal"
+
+
+# --- repeated trials and dataset practice -------------------------------------------------------
+
+
+def test_repeats_run_the_sweep_in_rounds_and_the_step_shows_the_median_and_interval() -> None:
+    bed = Bed(run_spec(threads=[1, 2], clients=1, repeats=3))
+    bed.to_running()
+    assert bed.status["currentRound"] == 0
+    qps = {0: [1000.0, 1100.0, 900.0], 1: [2000.0, 2600.0, 2100.0]}
+    order = []
+    for round_ in range(3):
+        for index in (0, 1):
+            job = f"sweep-s{index}" + (f"-r{round_}" if round_ else "") + "-c0"
+            assert bed.step(index)["phase"] == "Running" and bed.status["currentRound"] == round_
+            bed.kube.finish_job(NS, job, result_doc(index + 1, qps[index][round_], 2.0))
+            order.append(job)
+            bed.clock.advance(10)
+            bed.reconcile()
+            if (round_, index) != (2, 1):
+                waiting = bed.step(index)
+                assert waiting["phase"] == ("Pending" if round_ < 2 else "Succeeded")
+    assert [j for j in bed.kube.job_names(NS) if j != "sweep-prepare"] == sorted(order)
+    assert bed.status["phase"] == "Succeeded"
+    first, second = bed.step(0), bed.step(1)
+    assert [t["result"]["qps"] for t in first["trials"]] == [1000.0, 1100.0, 900.0]
+    assert [t["round"] for t in first["trials"]] == [0, 1, 2]
+    assert first["qps"] == 1000.0 and second["qps"] == 2100.0
+    assert first["qpsTrials"]["n"] == 3 and first["qpsTrials"]["noisy"] is False
+    low, high = first["qpsTrials"]["ciLow"], first["qpsTrials"]["ciHigh"]
+    assert low == pytest.approx(1000 - 4.303 * 100 / 3**0.5, abs=0.5)
+    assert high == pytest.approx(1000 + 4.303 * 100 / 3**0.5, abs=0.5)
+    assert second["qpsTrials"]["noisy"] is True, "CV 14% > 10%"
+    assert bed.status["summary"]["peakQps"] == 2100.0, "kubectl get shows the median"
+    last = [e["message"] for e in bed.kube.events if e["reason"] == "StepSucceeded"][-1]
+    assert "(trial 3/3); median 2,100 QPS, 95% CI" in last and "(NOISY)" in last
+
+
+def test_one_trial_keeps_the_step_as_it_was_without_trials() -> None:
+    bed = Bed(run_spec(threads=[4], clients=1))
+    bed.to_running()
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(4, 5000.0, 2.0))
+    bed.reconcile()
+    step = bed.step(0)
+    assert (
+        not step.get("trials") and not step.get("qpsTrials") and not bed.status.get("currentRound")
+    )
+    assert (step["qps"], step["phase"]) == (5000.0, "Succeeded")
+
+
+def test_analyze_and_warm_up_reported_by_the_prepare_job_become_conditions_and_events() -> None:
+    bed = Bed(run_spec(threads=[4]))
+    bed.reconcile_until("Preparing")
+    args = bed.kube.job(NS, "sweep-prepare")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--analyze=on" in args and "--warm-up=on" in args
+    done = {**PREPARED, "action": "reused", "analyzed": 2, "analyzeSeconds": 0.4,
+            "warmed": 2, "warmUpSeconds": 1.25}  # fmt: skip
+    bed.kube.finish_job(NS, "sweep-prepare", done)
+    bed.reconcile_until("Running")
+    analyzed, warmed = bed.condition("DatasetAnalyzed"), bed.condition("CacheWarmed")
+    assert (analyzed["status"], warmed["status"]) == ("True", "True")
+    assert analyzed["message"] == "ANALYZE TABLE on 2 table(s) in 0.4s (reused dataset)"
+    assert (
+        "USE INDEX (k_N)" in warmed["message"] and "in 1.25s (reused dataset)" in warmed["message"]
+    )
+    reasons = [e["reason"] for e in bed.kube.events]
+    assert (
+        reasons.index("DatasetReady")
+        < reasons.index("DatasetAnalyzed")
+        < reasons.index("CacheWarmed")
+    )
+
+
+def test_switched_off_analyze_and_warm_up_say_so() -> None:
+    bed = Bed(run_spec(threads=[4], dataset={"analyze": False, "warmUp": False}))
+    bed.reconcile_until("Preparing")
+    args = bed.kube.job(NS, "sweep-prepare")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--analyze=off" in args and "--warm-up=off" in args
+    bed.kube.finish_job(NS, "sweep-prepare", PREPARED)
+    bed.reconcile_until("Running")
+    assert bed.condition("DatasetAnalyzed")["reason"] == "Disabled"
+    assert bed.condition("CacheWarmed")["status"] == "False"
+    assert "CacheWarmed" not in [e["reason"] for e in bed.kube.events]

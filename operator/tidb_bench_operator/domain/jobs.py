@@ -15,6 +15,7 @@ from typing import Any
 from tidb_bench_operator.domain.manifests import (
     LABEL_CLIENT,
     LABEL_ROLE,
+    LABEL_ROUND,
     LABEL_RUN,
     LABEL_STEP,
     RunRef,
@@ -30,13 +31,17 @@ JOB_CONTROLLER_UID = "controller-uid"
 RUNNER_CONTAINER = "runner"
 
 
-def run_selector(run: RunRef, role: str | None = None, step: int | None = None) -> str:
-    """The label selector of a run's objects, optionally of one role and one step."""
+def run_selector(
+    run: RunRef, role: str | None = None, step: int | None = None, round_: int | None = None
+) -> str:
+    """The label selector of a run's objects, optionally of one role, step and round."""
     terms = [f"{LABEL_RUN}={label_value(run.name)}"]
     if role is not None:
         terms.append(f"{LABEL_ROLE}={role}")
     if step is not None:
         terms.append(f"{LABEL_STEP}={step}")
+    if round_ is not None:
+        terms.append(f"{LABEL_ROUND}={round_}")
     return ",".join(terms)
 
 

@@ -21,6 +21,8 @@ LABEL_HOSTNAME = "kubernetes.io/hostname"
 LABEL_RUN = "tidbbench.io/run"
 LABEL_STEP = "tidbbench.io/step"
 LABEL_CLIENT = "tidbbench.io/client"
+#: Which trial of its step a Job measures (spec.repeats: every step once per round).
+LABEL_ROUND = "tidbbench.io/round"
 LABEL_ROLE = "tidbbench.io/role"
 MANAGED_BY = {
     "app.kubernetes.io/name": "tidb-bench",
@@ -104,8 +106,13 @@ def owner_name(metadata: Mapping[str, Any], kind: str) -> str | None:
     return None
 
 
-def step_job_name(run: str, step: int, client: int) -> str:
-    """Deterministic Job name: re-creating after a controller restart finds the same Job."""
+def step_job_name(run: str, step: int, client: int, round_: int = 0) -> str:
+    """Deterministic Job name: re-creating after a controller restart finds the same Job.
+
+    Round 0 keeps the name it had before repeats existed; later rounds add `r<round>`.
+    """
+    if round_:
+        return object_name(run, f"s{step}", f"r{round_}", f"c{client}")
     return object_name(run, f"s{step}", f"c{client}")
 
 
@@ -203,6 +210,7 @@ def build_runner_job(
     runner_args: list[str],
     step: int | None = None,
     client: int | None = None,
+    round_: int | None = None,
     active_deadline_seconds: int,
     image: str | None = None,
 ) -> dict[str, Any]:
@@ -211,6 +219,8 @@ def build_runner_job(
     step_label = "prepare" if step is None else str(step)
     if step is not None:
         labels[LABEL_STEP] = str(step)
+    if round_ is not None:
+        labels[LABEL_ROUND] = str(round_)
     if client is not None:
         labels[LABEL_CLIENT] = str(client)
     resources: dict[str, Any] = {}
@@ -338,6 +348,8 @@ def build_dataset_runner_args(
     ]
     if action == "prepare":
         args.append(f"--policy={spec.dataset.prepare}")
+        args.append(f"--analyze={'on' if spec.dataset.analyze else 'off'}")
+        args.append(f"--warm-up={'on' if spec.dataset.warm_up else 'off'}")
     args += [f"--sysbench-arg={a}" for a in spec.extra_args]
     return args
 

@@ -595,13 +595,13 @@ class Trial(_Status):
     """One measurement of a step; with spec.repeats > 1 a step has several."""
 
     round: int = Field(ge=0, description="Sweep round the trial was measured in, from 0.")
-    qps: float | None = Field(default=None, description="QPS of the trial (clients combined).")
-    tps: float | None = Field(default=None, description="TPS of the trial.")
-    latency_ms: float | None = Field(
-        default=None, description="Percentile latency of the trial, in milliseconds."
-    )
+    result: StepResult = Field(description="The trial's numbers (clients combined).")
     valid: bool | None = Field(default=None, description="Whether the trial can be trusted.")
+    client_saturated: bool | None = Field(
+        default=None, description="True when the clients, not the database, were the bottleneck."
+    )
     finished_at: datetime | None = Field(default=None, description="When the trial ended.")
+    notes: list[str] = Field(default_factory=list, description="How the trial was measured.")
 
 
 class StepStatus(_Status):

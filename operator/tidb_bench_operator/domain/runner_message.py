@@ -83,6 +83,14 @@ class DatasetReport(_Message):
         default=None, description="Why it was loaded: no tables, or tables of another size."
     )
     seconds: float | None = Field(default=None, description="How long loading took.")
+    analyzed: int | None = Field(
+        default=None, description="Tables analyzed after prepare (ANALYZE TABLE)."
+    )
+    analyze_seconds: float | None = Field(default=None, description="How long that took.")
+    warmed: int | None = Field(
+        default=None, description="Tables read through their index to warm the cache."
+    )
+    warm_up_seconds: float | None = Field(default=None, description="How long that took.")
 
 
 class RunnerFailure(_Message):

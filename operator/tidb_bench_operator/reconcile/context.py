@@ -173,9 +173,11 @@ class RunState:
         self.condition("Failed", "True", reason, message)
         self.event("Warning", reason, message)
 
-    def delete_jobs(self, role: str | None = None, step: int | None = None) -> None:
+    def delete_jobs(
+        self, role: str | None = None, step: int | None = None, round_: int | None = None
+    ) -> None:
         """Delete the run's Jobs (and, by garbage collection, their pods)."""
-        self.kube.delete_jobs(self.run.namespace, run_selector(self.run, role, step))
+        self.kube.delete_jobs(self.run.namespace, run_selector(self.run, role, step, round_))
 
 
 @dataclass(kw_only=True)

@@ -41,12 +41,39 @@ def prepare(ctx: RunContext) -> None:
     }.get(report.action, report.action)
     ctx.condition("DatasetReady", "True", report.action.capitalize(), text)
     ctx.event("Normal", "DatasetReady", text)
+    practice(ctx, report)
     st.steps = [
         StepStatus(index=i, workload=w, threads=t, phase=StepPhase.PENDING)
         for i, (w, t) in enumerate((w, t) for w in spec.workloads for t in spec.threads)
     ]
     st.current_step = 0
-    ctx.enter(RunPhase.RUNNING, f"running {len(st.steps)} step(s)")
+    st.current_round = 0 if spec.repeats > 1 else None
+    rounds = f" in {spec.repeats} rounds" if spec.repeats > 1 else ""
+    ctx.enter(RunPhase.RUNNING, f"running {len(st.steps)} step(s){rounds}")
+
+
+def practice(ctx: RunContext, report: DatasetReport) -> None:
+    """Say what the prepare Job did after loading or reusing: ANALYZE and the cache warm-up.
+
+    Each is a condition and an Event: `DatasetAnalyzed` and `CacheWarmed`, True with the
+    table count and time, or False with reason `Disabled` when spec.dataset switched it off.
+    """
+    spec = ctx.spec
+    for type_, enabled, done, seconds, what in (
+        ("DatasetAnalyzed", spec.dataset.analyze, report.analyzed, report.analyze_seconds,
+         "ANALYZE TABLE"),
+        ("CacheWarmed", spec.dataset.warm_up, report.warmed, report.warm_up_seconds,
+         "SELECT COUNT(pad) ... USE INDEX (k_N)"),
+    ):  # fmt: skip
+        if not enabled:
+            ctx.condition(type_, "False", "Disabled", f"{what} switched off in spec.dataset")
+            continue
+        if done is None:  # a runner image that predates the switch did not do it
+            ctx.condition(type_, "Unknown", "NotReported", f"the runner did not report {what}")
+            continue
+        text = f"{what} on {done} table(s) in {_seconds(seconds)}s ({report.action} dataset)"
+        ctx.condition(type_, "True", "Done", text)
+        ctx.event("Normal", type_, text)
 
 
 def _seconds(value: float | None) -> str:

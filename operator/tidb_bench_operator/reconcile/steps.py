@@ -1,5 +1,9 @@
 """Running: one step at a time — start its client Jobs, watch them, record what they measured.
 
+With spec.repeats > 1 the sweep runs in rounds: every step once, then every step again, so
+drift during the run (caches, compaction, a neighbour's load) reaches every step alike
+instead of falling on one step's trials; status.currentRound says which round runs.
+
 A step is `spec.clients` Jobs (one per client pod) that start together at an agreed time
 (START_LEAD_SECONDS ahead; a client that starts late makes the step invalid). Once every
 Job finished, their StepReports are combined into the step's numbers, the interval series
@@ -29,7 +33,8 @@ from tidb_bench_operator.domain.manifests import (
     object_name,
     step_job_name,
 )
-from tidb_bench_operator.domain.models import StepPhase, StepStatus
+from tidb_bench_operator.domain.models import StepPhase, StepStatus, Trial
+from tidb_bench_operator.domain.results import StepResult
 from tidb_bench_operator.domain.runner_message import (
     RunnerFailure,
     StepReport,
@@ -37,6 +42,7 @@ from tidb_bench_operator.domain.runner_message import (
     read_series,
 )
 from tidb_bench_operator.domain.status import condition_reason
+from tidb_bench_operator.domain.trials import with_trial
 from tidb_bench_operator.reconcile.context import JSON, RunContext
 
 #: A step's Jobs may run this long beyond the start lead, warm-up and duration.
@@ -62,7 +68,8 @@ def run_steps(ctx: RunContext) -> bool:
 def start(ctx: RunContext, step: StepStatus) -> None:
     """Create the step's client Jobs (idempotent: their names are fixed)."""
     spec, run, st = ctx.spec, ctx.run, ctx.st
-    existing = ctx.kube.jobs(run.namespace, run_selector(run, "step", step.index))
+    round_ = st.current_round or 0
+    existing = ctx.kube.jobs(run.namespace, run_selector(run, "step", step.index, round_))
     # After a restart some Jobs of this step may exist already: keep their start time so
     # all clients still start together. One client needs no rendezvous (and cannot be late
     # for one: a slow pod start under load must not make its step invalid); several get a
@@ -78,13 +85,14 @@ def start(ctx: RunContext, step: StepStatus) -> None:
     )
     names = []
     for c in range(spec.clients):
-        name = step_job_name(run.name, step.index, c)
+        name = step_job_name(run.name, step.index, c, round_)
         args = build_step_runner_args(
             spec, ctx.endpoint, workload=step.workload, threads=step.threads, start_at=start_at
         )
         job = build_runner_job(
             run, spec, ctx.endpoint, name=name, role="step", runner_args=args,
-            step=step.index, client=c, active_deadline_seconds=deadline, image=ctx.deps.image,
+            step=step.index, client=c, round_=round_, active_deadline_seconds=deadline,
+            image=ctx.deps.image,
         )  # fmt: skip
         ctx.kube.create_job(job)
         names.append(name)
@@ -94,6 +102,7 @@ def start(ctx: RunContext, step: StepStatus) -> None:
     msg = (
         f"step {step.index + 1}/{len(st.steps)}: {step.workload} at {step.threads} threads"
         f" x {spec.clients} client(s)"
+        + (f", trial {round_ + 1}/{spec.repeats}" if spec.repeats > 1 else "")
         + (f", starting together at {start_at.isoformat()}" if start_at else "")
     )
     ctx.condition("Progressing", "True", "StepRunning", msg)
@@ -104,7 +113,7 @@ def start(ctx: RunContext, step: StepStatus) -> None:
 def observe(ctx: RunContext, step: StepStatus) -> None:
     """Look at a running step's Jobs: restart, wait, fail, or record it."""
     spec, run = ctx.spec, ctx.run
-    selector = run_selector(run, "step", step.index)
+    selector = run_selector(run, "step", step.index, ctx.st.current_round or 0)
     jobs = ctx.kube.jobs(run.namespace, selector)
     pods = ctx.kube.pods(run.namespace, selector)
     if len(jobs) < spec.clients:
@@ -124,7 +133,7 @@ def observe(ctx: RunContext, step: StepStatus) -> None:
 def _restart(ctx: RunContext, step: StepStatus) -> None:
     """Someone deleted a Job mid-step: its clients cannot be re-synchronised, so the step
     starts over (a lost step would be worse than a repeated one)."""
-    ctx.delete_jobs(role="step", step=step.index)
+    ctx.delete_jobs(role="step", step=step.index, round_=ctx.st.current_round or 0)
     step.phase = StepPhase.PENDING
     step.notes = [*step.notes, f"restarted at {ctx.now.isoformat()}: a client Job vanished"]
     ctx.event("Warning", "StepRestarted", f"step {step.index + 1}: a Job vanished")
@@ -134,7 +143,7 @@ def _unschedulable(ctx: RunContext, step: StepStatus, why: str) -> None:
     """A client pod the scheduler cannot place: say why, and fail after the timeout."""
     waited = ctx.now - (step.started_at or ctx.now)
     if waited >= ctx.deps.scheduling_timeout:
-        ctx.delete_jobs(role="step", step=step.index)
+        ctx.delete_jobs(role="step", step=step.index, round_=ctx.st.current_round or 0)
         step.phase = StepPhase.FAILED
         ctx.fail(
             "Unschedulable",
@@ -175,7 +184,8 @@ def _reports(
 
 def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: list[JSON]) -> None:
     """Put the combined numbers into the step, keep the series, and move to the next step."""
-    st = ctx.st
+    spec, st = ctx.spec, ctx.st
+    round_ = st.current_round or 0
     combined = combine_clients(reports)
     notes = list(combined.notes)
     if combined.late:
@@ -184,25 +194,63 @@ def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: l
             f"INVALID: {len(combined.late)} client(s) started late (max "
             f"{latest:.1f}s after the agreed start)"
         )
-    updated = step.with_result(combined.result)
-    updated.phase = StepPhase.SUCCEEDED
+    if spec.repeats == 1:
+        updated = step.with_result(combined.result)
+        updated.valid = not combined.late
+        updated.client_saturated = combined.saturated
+        updated.notes = [*step.notes, *notes]
+        updated.phase = StepPhase.SUCCEEDED
+    else:
+        trial = Trial(
+            round=round_, result=combined.result, valid=not combined.late,
+            client_saturated=combined.saturated, finished_at=ctx.now, notes=notes,
+        )  # fmt: skip
+        updated = with_trial(step, trial, spec.noisy_cv_percent)
+        updated.notes = [*step.notes, *(f"trial {round_ + 1}: {n}" for n in notes)]
+        done = len(updated.trials) >= spec.repeats
+        updated.phase = StepPhase.SUCCEEDED if done else StepPhase.PENDING
     updated.finished_at = ctx.now
-    updated.valid = not combined.late
-    updated.client_saturated = combined.saturated
-    updated.notes = [*step.notes, *notes]
     st.steps[step.index] = updated
     save_series(ctx, updated, pods)
-    p = combined.result.latency_ms
-    pct = f"p{p.percentile} {p.value:.2f} ms" if p.value is not None else "no percentile"
-    ctx.event(
-        "Normal", "StepSucceeded",
-        f"step {step.index + 1}/{len(st.steps)}: {combined.result.workload} at "
-        f"{combined.result.threads} threads: {combined.result.qps:,.0f} QPS, {pct}"
-        + ("" if not combined.late else " (INVALID: late start)"),
-    )  # fmt: skip
-    st.current_step = step.index + 1
+    ctx.event("Normal", "StepSucceeded", _recorded_text(ctx, updated, combined.result, round_))
+    _advance(ctx, step.index)
     ctx.wait(0.5)
     ctx.again = True
+
+
+def _recorded_text(ctx: RunContext, step: StepStatus, result: StepResult, round_: int) -> str:
+    """`step 2/4: oltp_point_select at 2 threads: 41,234 QPS, p95 0.31 ms` (+ trial, interval)."""
+    p = result.latency_ms
+    pct = f"p{p.percentile} {p.value:.2f} ms" if p.value is not None else "no percentile"
+    text = (
+        f"step {step.index + 1}/{len(ctx.st.steps)}: {result.workload} at {result.threads} "
+        f"threads: {result.qps:,.0f} QPS, {pct}"
+    )
+    if ctx.spec.repeats > 1:
+        text += f" (trial {round_ + 1}/{ctx.spec.repeats})"
+        summary = step.qps_trials
+        if step.phase == StepPhase.SUCCEEDED and summary is not None and summary.ci_low is not None:
+            text += (
+                f"; median {summary.median:,.0f} QPS, 95% CI {summary.ci_low:,.0f}–"
+                f"{summary.ci_high:,.0f}, CV {summary.cv_percent:.1f}%"
+                + (" (NOISY)" if summary.noisy else "")
+            )
+    if not (step.trials[-1].valid if step.trials else step.valid):
+        text += " (INVALID: late start)"
+    return text
+
+
+def _advance(ctx: RunContext, index: int) -> None:
+    """The next step of this round, else the first step of the next round, else the end."""
+    st = ctx.st
+    round_ = st.current_round or 0
+    if index + 1 < len(st.steps):
+        st.current_step = index + 1
+    elif round_ + 1 < ctx.spec.repeats:
+        st.current_round = round_ + 1
+        st.current_step = 0
+    else:
+        st.current_step = len(st.steps)
 
 
 def save_series(ctx: RunContext, step: StepStatus, pods: list[JSON]) -> None:
@@ -221,7 +269,8 @@ def save_series(ctx: RunContext, step: StepStatus, pods: list[JSON]) -> None:
         found = read_series(log or "")
         if found is not None:
             per_client[client_index(pod)] = found
-    series[str(step.index)] = {
+    round_ = st.current_round or 0
+    series[str(step.index) if not round_ else f"{step.index}.{round_}"] = {
         "workload": step.workload,
         "threads": step.threads,
         "clients": per_client,

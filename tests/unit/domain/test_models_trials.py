@@ -15,6 +15,22 @@ from tidb_bench_operator.domain.stats import compare_runs, summarize_trials
 from tidb_bench_operator.domain.trend import history_change_points
 from tidb_bench_operator.errors import SpecError
 
+RESULT = {
+    "workload": "oltp_point_select",
+    "threads": 1,
+    "clients": 1,
+    "tps": 70.0,
+    "qps": 70.0,
+    "readQps": 70.0,
+    "writeQps": 0.0,
+    "otherQps": 0.0,
+    "latencyMs": {"min": 0.1, "avg": 0.2, "max": 3.0, "percentile": 95, "value": 0.3},
+    "errorsPerSec": 0.0,
+    "reconnectsPerSec": 0.0,
+    "events": 700,
+    "durationSeconds": 10.0,
+    "sysbenchVersion": "1.0.20",
+}
 SPEC = {"target": {"host": "db"}, "credentials": {"secretRef": {"name": "db"}}}
 
 
@@ -57,7 +73,7 @@ def test_a_run_status_carries_trials_verdict_and_fingerprint_through_the_wire() 
                     "workload": "oltp_point_select",
                     "threads": 1,
                     "qps": 71.0,
-                    "trials": [{"round": 0, "qps": 70.0}, {"round": 1, "qps": 71.0}],
+                    "trials": [{"round": 0, "result": RESULT}, {"round": 1, "result": RESULT}],
                     "qpsTrials": summarize_trials([70.0, 71.0]).model_dump(by_alias=True),
                 }
             ],
@@ -69,9 +85,9 @@ def test_a_run_status_carries_trials_verdict_and_fingerprint_through_the_wire() 
             "fieldOfANewerVersion": 1,
         }
     )
-    assert status.steps[0].trials[1].qps == 71.0 and status.steps[0].qps_trials == summarize_trials(
-        [70.0, 71.0]
-    )
+    assert status.steps[0].trials[1].result.qps == 70.0 and status.steps[
+        0
+    ].qps_trials == summarize_trials([70.0, 71.0])
     assert status.regression is not None and status.regression.verdict == "Regressed"
     assert status.regression.steps[0].p_value == verdict.steps[0].p_value
     assert status.fingerprint is not None and status.fingerprint.images["tidb"].endswith("v8.1.0")
