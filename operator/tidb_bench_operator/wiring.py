@@ -11,10 +11,16 @@ from tidb_bench_operator.adapters import mysql
 from tidb_bench_operator.adapters.k8s import Kube, KubeError, load_api_client
 from tidb_bench_operator.adapters.pd import make_pd_client
 from tidb_bench_operator.config import Settings
+from tidb_bench_operator.domain.fingerprint import (
+    PERFORMANCE_VARIABLES,
+    Fingerprint,
+    server_fingerprint,
+)
 from tidb_bench_operator.domain.manifests import Endpoint
 from tidb_bench_operator.domain.models import GROUP, VERSION, BenchmarkRunSpec
 from tidb_bench_operator.errors import TidbBenchError
 from tidb_bench_operator.reconcile import PreflightFn, PreflightOutcome, RunReconciler, gate
+from tidb_bench_operator.reconcile.context import ServerFactsFn
 from tidb_bench_operator.schedule_reconciler import ScheduleReconciler
 
 
@@ -37,6 +43,31 @@ def build_preflight(kube: Kube, api: Any) -> PreflightFn:
     return preflight
 
 
+def build_server_facts(kube: Kube) -> ServerFactsFn:
+    """The server's part of a run's fingerprint, read over SQL with the run's credentials.
+
+    A fingerprint never fails a run: when the server cannot be read, the fingerprint says
+    nothing about it (its other parts still come from Kubernetes).
+    """
+
+    def server_facts(spec: BenchmarkRunSpec, namespace: str, endpoint: Endpoint) -> Fingerprint:
+        ref = spec.credentials
+        try:
+            user = kube.secret_value(namespace, ref.secret_ref.name, ref.user_key)
+            password = kube.secret_value(namespace, ref.secret_ref.name, ref.password_key)
+            dsn = mysql.DSN(endpoint.host, endpoint.port, user or "", password or "")
+            with mysql.connect(dsn, timeout=5.0) as conn:
+                return server_fingerprint(
+                    mysql.global_variables(conn, PERFORMANCE_VARIABLES),
+                    mysql.show_config(conn),
+                    mysql.server_version(conn),
+                )
+        except TidbBenchError:
+            return Fingerprint()
+
+    return server_facts
+
+
 def build_run_reconciler(cfg: Settings) -> RunReconciler:
     """A RunReconciler talking to the cluster in `cfg`."""
     api = load_api_client(cfg.kubeconfig)
@@ -46,6 +77,7 @@ def build_run_reconciler(cfg: Settings) -> RunReconciler:
         preflight=build_preflight(kube, api),
         image=cfg.runner_image,
         scheduling_timeout=timedelta(seconds=cfg.scheduling_timeout_seconds),
+        server_facts=build_server_facts(kube),
     )
 
 

@@ -9,6 +9,7 @@ it patched, the Jobs it created and the Events it posted.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Sequence
 from datetime import timedelta
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 from testbed.fake_kube import FakeClock, FakeKube
+from tidb_bench_operator.domain.fingerprint import Fingerprint, server_fingerprint
 from tidb_bench_operator.domain.manifests import Endpoint
 from tidb_bench_operator.domain.models import BenchmarkRunSpec
 from tidb_bench_operator.domain.preflight import CHECK_NAMES, CheckResult, evaluate
@@ -1114,3 +1116,47 @@ def test_switched_off_analyze_and_warm_up_say_so() -> None:
     assert bed.condition("DatasetAnalyzed")["reason"] == "Disabled"
     assert bed.condition("CacheWarmed")["status"] == "False"
     assert "CacheWarmed" not in [e["reason"] for e in bed.kube.events]
+
+
+def test_a_finished_run_records_its_fingerprint_from_sql_pods_and_spec() -> None:
+    bed = Bed(run_spec(threads=[4], clients=1))
+    asked: list[str] = []
+
+    def server_facts(spec: BenchmarkRunSpec, namespace: str, endpoint: Endpoint) -> Fingerprint:
+        asked.append(f"{namespace}/{endpoint.host}:{endpoint.port}")
+        return server_fingerprint(
+            {"tidb_enable_prepared_plan_cache": "ON"},
+            [("tikv", "10.0.0.7:20160", "storage.block-cache.capacity", "8GiB")],
+            "8.0.11-TiDB-v8.1.0",
+        )
+
+    bed.reconciler.deps = dataclasses.replace(bed.reconciler.deps, server_facts=server_facts)
+    for i, digest in enumerate(("sha256:aa", "sha256:aa")):
+        bed.kube.add_pod(
+            {
+                "metadata": {
+                    "name": f"basic-tidb-{i}",
+                    "namespace": CLUSTER_NS,
+                    "labels": {
+                        "app.kubernetes.io/instance": "basic",
+                        "app.kubernetes.io/component": "tidb",
+                    },
+                },
+                "spec": {"nodeName": "db-1"},
+                "status": {
+                    "containerStatuses": [{"name": "tidb", "imageID": f"pingcap/tidb@{digest}"}]
+                },
+            }
+        )
+    bed.to_running()
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(4, 5000.0, 2.0))
+    bed.reconcile()
+    fp = bed.status["fingerprint"]
+    assert len(asked) == 1 and asked[0].startswith(f"{NS}/basic-tidb")
+    assert fp["images"]["tidb"] == "pingcap/tidb:v8.1.0"
+    assert fp["imageDigests"] == {"tidb": "sha256:aa"}
+    assert fp["replicas"] == {"pd": 3, "tikv": 4, "tidb": 2}
+    assert fp["variables"] == {"tidb_enable_prepared_plan_cache": "ON"}
+    assert fp["config"] == {"tikv.storage.block-cache.capacity": "8GiB"}
+    assert fp["sysbenchVersion"] == "1.0.20"
+    assert fp["spec"]["threads"] == "[4]" and "credentials.secretRef.name" not in fp["spec"]

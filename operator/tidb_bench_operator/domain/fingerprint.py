@@ -70,6 +70,8 @@ PERFORMANCE_CONFIG: tuple[str, ...] = (
     "pd.replication.max-replicas",
 )
 
+#: The label TiDB Operator puts on every pod of a TidbCluster (its name as the value).
+INSTANCE_LABEL = "app.kubernetes.io/instance"
 #: Cluster components, in the order a diff names them.
 COMPONENTS = ("pd", "tikv", "tidb", "tiflash")
 
@@ -103,6 +105,21 @@ class Fingerprint(TolerantCamelModel):
     spec: dict[str, str] = Field(
         default_factory=dict,
         description="The run spec flattened to `path: value` (JSON values), credentials left out.",
+    )
+
+
+def server_fingerprint(
+    variables: Mapping[str, str],
+    config_rows: Sequence[Sequence[Any]] | None,
+    server_version: str | None,
+) -> Fingerprint:
+    """The part of a fingerprint the server tells over SQL (config_rows None: not TiDB)."""
+    items, digests = config_items(config_rows) if config_rows else ({}, {})
+    return Fingerprint(
+        variables=dict(sorted(variables.items())),
+        config=items,
+        config_digests=digests,
+        server_version=server_version,
     )
 
 

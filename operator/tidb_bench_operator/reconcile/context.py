@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from tidb_bench_operator.domain.fingerprint import Fingerprint
 from tidb_bench_operator.domain.jobs import run_selector
 from tidb_bench_operator.domain.manifests import Endpoint, RunRef, build_event
 from tidb_bench_operator.domain.models import (
@@ -29,6 +30,9 @@ JSON = dict[str, Any]
 
 #: The preflight gate as the run reconciler calls it (reconcile.gate.run_preflight, wired).
 PreflightFn = Callable[[BenchmarkRunSpec, str, Endpoint], PreflightOutcome]
+#: What the server says about itself over SQL for the fingerprint (wiring.build_server_facts):
+#: global variables, TiDB's SHOW CONFIG, the version. Never raises: it answers what it could.
+ServerFactsFn = Callable[[BenchmarkRunSpec, str, Endpoint], Fingerprint]
 
 
 class RunKube(Protocol):
@@ -95,6 +99,7 @@ class Deps:
     preflight: PreflightFn | None
     image: str | None
     scheduling_timeout: timedelta
+    server_facts: ServerFactsFn | None = None
 
 
 @dataclass

@@ -7,6 +7,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 from tidb_bench_operator.domain import analysis
+from tidb_bench_operator.domain.fingerprint import (
+    INSTANCE_LABEL,
+    Fingerprint,
+    flatten_spec,
+    image_digests,
+)
 from tidb_bench_operator.domain.jobs import cluster_images, node_names, run_selector
 from tidb_bench_operator.domain.models import Environment, RunPhase
 from tidb_bench_operator.reconcile.context import RunContext, RunState
@@ -32,6 +38,7 @@ def finish(ctx: RunContext) -> None:
         if tc is not None:
             env.images, env.replicas = cluster_images(tc)
     st.environment = env
+    st.fingerprint = fingerprint(ctx, env)
     st.current_step = len(st.steps)
     st.finished_at = ctx.now
     headline = (st.summary.headline if st.summary else None) or "no valid step"
@@ -39,6 +46,26 @@ def finish(ctx: RunContext) -> None:
     ctx.condition("Complete", "True", "Succeeded", headline)
     st.message = headline
     ctx.enter(RunPhase.SUCCEEDED, headline)
+
+
+def fingerprint(ctx: RunContext, env: Environment) -> Fingerprint:
+    """What the run measured against: the server's word over SQL, the cluster's pods, the spec."""
+    ep = ctx.endpoint
+    facts = ctx.deps.server_facts
+    found = facts(ctx.spec, ctx.run.namespace, ep) if facts is not None else Fingerprint()
+    digests: dict[str, str] = {}
+    if ep.cluster_name is not None:
+        pods = ctx.kube.pods(ep.cluster_namespace, f"{INSTANCE_LABEL}={ep.cluster_name}")
+        digests = image_digests(pods)
+    return found.model_copy(
+        update={
+            "images": dict(env.images),
+            "image_digests": digests,
+            "replicas": dict(env.replicas),
+            "sysbench_version": env.sysbench_version,
+            "spec": flatten_spec(ctx.body.get("spec") or {}),
+        }
+    )
 
 
 def expire(state: RunState) -> None:

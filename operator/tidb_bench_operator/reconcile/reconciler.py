@@ -41,6 +41,7 @@ from tidb_bench_operator.reconcile.context import (
     RunContext,
     RunKube,
     RunState,
+    ServerFactsFn,
 )
 
 #: A client pod the scheduler cannot place within this long fails the run with its reason.
@@ -87,9 +88,14 @@ class RunReconciler:
         clock: Callable[[], datetime] = utc_now,
         image: str | None = None,
         scheduling_timeout: timedelta = SCHEDULING_TIMEOUT,
+        server_facts: ServerFactsFn | None = None,
     ) -> None:
         self.deps = Deps(
-            kube=kube, preflight=preflight, image=image, scheduling_timeout=scheduling_timeout
+            kube=kube,
+            preflight=preflight,
+            image=image,
+            scheduling_timeout=scheduling_timeout,
+            server_facts=server_facts,
         )
         self.clock = clock
 
