@@ -18,12 +18,12 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from tidb_bench_operator.adapters.k8s import JSON
-from tidb_bench_operator.domain.analysis import RegressionVerdict, StepComparison, detect_regression
+from tidb_bench_operator.domain.fingerprint import describe_diff, diff_fingerprints
 from tidb_bench_operator.domain.manifests import (
     ANNOTATION_SCHEDULED_AT,
     LABEL_SCHEDULE,
@@ -50,6 +50,7 @@ from tidb_bench_operator.domain.schedule import (
     history_entry,
     trim_history,
 )
+from tidb_bench_operator.domain.stats import StepKey, compare_runs
 from tidb_bench_operator.domain.status import (
     condition_reason,
     parse_time,
@@ -57,13 +58,18 @@ from tidb_bench_operator.domain.status import (
     status_patch,
     utc_now,
 )
+from tidb_bench_operator.domain.trend import (
+    describe_change_point,
+    history_change_points,
+    regression_condition,
+)
+from tidb_bench_operator.domain.trials import valid_trial_qps
+from tidb_bench_operator.domain.verdicts import RunVerdict
 from tidb_bench_operator.errors import SpecError
 
 #: Failed/cancelled entries kept in status.history even when failedRunsHistoryLimit is lower,
 #: so `kubectl get benchmarkschedule -o yaml` still shows why recent runs failed.
 MIN_FAILED_HISTORY = 3
-
-StepKey = tuple[str, int]
 
 
 class ScheduleKube(Protocol):
@@ -151,6 +157,7 @@ class ScheduleReconciler:
         """Append newly finished runs to history, oldest first, comparing successful ones."""
         st = ctx.st
         known = {e.name for e in st.history}
+        recorded = False
         for run in sorted(finished, key=_finish_order):
             name = run["metadata"]["name"]
             if name in known:
@@ -163,65 +170,106 @@ class ScheduleReconciler:
                 ctx.unreadable.add(name)
                 continue
             entry = history_entry(name, status).model_copy(
-                update={"steps": compute_history_steps(status)}
+                update={
+                    "steps": compute_history_steps(status),
+                    "invalid_trials": count_invalid_trials(status),
+                    "fingerprint": status.fingerprint,
+                }
             )
             if entry.outcome == "Succeeded":
                 entry = self._compare(ctx, spec, run, entry)
                 st.last_successful_run = name
                 st.last_peak_qps = entry.peak_qps
                 st.regressed = bool(entry.regressed)
+                st.verdict = entry.verdict
+                recorded = True
             st.history.append(entry)
             known.add(name)
+        rules = spec.regression
         keep, _ = trim_history(
             st.history,
-            max(spec.regression.baseline_runs, spec.successful_runs_history_limit),
+            max(rules.baseline_runs, spec.successful_runs_history_limit, rules.trend_runs),
             max(MIN_FAILED_HISTORY, spec.failed_runs_history_limit),
         )
-        st.history = keep
+        st.history = keep_fingerprints(keep, rules.baseline_runs)
+        if recorded:
+            self._trend(ctx)
 
     def _compare(
         self, ctx: _Ctx, spec: BenchmarkScheduleSpec, run: JSON, entry: HistoryEntry
     ) -> HistoryEntry:
-        """Compare a successful run with the previous `baselineRuns` successful ones."""
+        """Compare a successful run's trials with those of the previous `baselineRuns` ones.
+
+        The verdict (domain.stats.compare_runs) goes on the run (condition `Regressed`,
+        status.regression, status.fingerprintDiff) and the schedule, with an Event on each.
+        """
         rules = spec.regression
         previous = [e for e in ctx.st.history if e.outcome == "Succeeded" and e.steps]
         baseline = previous[-rules.baseline_runs :]
-        verdict = detect_regression(
-            step_qps(entry.steps), [step_qps(e.steps) for e in baseline], rules.max_qps_drop_percent
+        excluded = (entry.invalid_trials or 0) + sum(e.invalid_trials or 0 for e in baseline)
+        verdict = compare_runs(
+            step_trials(entry.steps),
+            [step_trials(e.steps) for e in baseline],
+            rules.max_qps_drop_percent,
+            excluded_invalid=excluded,
         )
-        peaks = [e.peak_qps for e in baseline if e.peak_qps is not None]
-        text = describe_verdict(verdict)
-        status: Literal["True", "False", "Unknown"]
-        if verdict.insufficient_baseline:
-            status, reason, type_, event = "Unknown", "InsufficientBaseline", "Normal", "NoBaseline"
-        elif verdict.regressed:
-            status, reason, type_, event = "True", "QpsDrop", "Warning", "Regressed"
-        else:
-            status, reason, type_, event = "False", "WithinBaseline", "Normal", "NoRegression"
-        self._mark_run(
-            ctx,
-            run,
-            Condition(
-                type="Regressed",
-                status=status,
-                reason=reason,
-                message=text[:2048],
-                last_transition_time=ctx.now,
-            ),
+        before = next((e.fingerprint for e in reversed(baseline) if e.fingerprint), None)
+        diff = (
+            diff_fingerprints(before, entry.fingerprint)
+            if before is not None and entry.fingerprint is not None
+            else None
         )
+        text = verdict.message
+        if diff is not None:
+            text += "; " + describe_diff(diff)
+        status, reason, type_, event = regression_condition(verdict)
+        condition = Condition(
+            type="Regressed",
+            status=status,
+            reason=reason,
+            message=text[:2048],
+            last_transition_time=ctx.now,
+        )
+        self._mark_run(ctx, run, condition, verdict, diff)
         name = run["metadata"]["name"]
         run_ref = RunRef(name, ctx.ref.namespace, run["metadata"].get("uid", ""))
         self._event(ctx, run_ref, "BenchmarkRun", type_, event, text)
         self._event(ctx, ctx.ref, "BenchmarkSchedule", type_, event, f"{name}: {text}")
         set_condition(ctx.st.conditions, "Regressed", status, reason, f"{name}: {text}", ctx.now)
+        peaks = [e.peak_qps for e in baseline if e.peak_qps is not None]
         return entry.model_copy(
             update={
                 "baseline_qps": round(statistics.median(peaks), 2) if peaks else None,
-                "regressed": None if verdict.insufficient_baseline else verdict.regressed,
+                "regressed": None if not baseline else verdict.verdict == "Regressed",
+                "verdict": verdict.verdict,
             }
         )
 
-    def _mark_run(self, ctx: _Ctx, run: JSON, condition: Condition) -> None:
+    def _trend(self, ctx: _Ctx) -> None:
+        """Change points over the successful runs in history; an Event for each new one."""
+        succeeded = [e for e in ctx.st.history if e.outcome == "Succeeded" and e.steps]
+        runs = [(e.name, {(s.workload, s.threads): s.qps for s in e.steps}) for e in succeeded]
+        found = history_change_points(runs)
+        known = {(p.workload, p.threads, p.run) for p in ctx.st.change_points}
+        by_name = {e.name: e for e in succeeded}
+        for point in found:
+            if (point.workload, point.threads, point.run) in known:
+                continue
+            text = describe_change_point(point)
+            old, new = by_name.get(point.previous_run or ""), by_name.get(point.run)
+            if old is not None and new is not None and old.fingerprint and new.fingerprint:
+                text += "; " + describe_diff(diff_fingerprints(old.fingerprint, new.fingerprint))
+            self._event(ctx, ctx.ref, "BenchmarkSchedule", "Warning", "ChangePoint", text)
+        ctx.st.change_points = found
+
+    def _mark_run(
+        self,
+        ctx: _Ctx,
+        run: JSON,
+        condition: Condition,
+        verdict: RunVerdict,
+        diff: list[str] | None,
+    ) -> None:
         """Put the verdict on the run itself, so `kubectl describe benchmarkrun` shows it."""
         conditions = [
             Condition.model_validate(c) for c in (run.get("status") or {}).get("conditions") or []
@@ -240,7 +288,9 @@ class ScheduleReconciler:
             {
                 "conditions": [
                     c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in conditions
-                ]
+                ],
+                "regression": verdict.model_dump(by_alias=True, exclude_none=True, mode="json"),
+                "fingerprintDiff": diff,
             },
         )
 
@@ -363,51 +413,49 @@ class ScheduleReconciler:
 
 # ---------------------------------------------------------------------- pure helpers
 def compute_history_steps(status: BenchmarkRunStatus) -> list[HistoryStep]:
-    """The numbers of a run's steps worth comparing later: finished, valid, with a QPS."""
+    """The numbers of a run's steps worth comparing later: finished, valid, with a QPS.
+
+    Invalid steps and invalid trials never enter: a baseline holds only numbers that
+    were measured fairly.
+    """
     return [
         HistoryStep(
             workload=s.workload,
             threads=s.threads,
             qps=s.qps,
             latency_ms=s.latency_ms.value if s.latency_ms is not None else None,
+            trials=valid_trial_qps(s),
         )
         for s in status.steps
         if s.qps is not None and s.phase == "Succeeded" and s.valid is not False
     ]
 
 
-def step_qps(steps: Sequence[HistoryStep]) -> dict[StepKey, float]:
-    """(workload, threads) -> QPS, the shape analysis.detect_regression compares."""
-    return {(s.workload, s.threads): s.qps for s in steps}
+def count_invalid_trials(status: BenchmarkRunStatus) -> int:
+    """How many measurements of a run were left out as invalid (trials, or whole steps)."""
+    return sum(
+        sum(1 for t in s.trials if not t.valid) if s.trials else int(s.valid is False)
+        for s in status.steps
+    )
 
 
-def describe_verdict(verdict: RegressionVerdict) -> str:
-    """One line for events and conditions: baseline median, this run, delta %, per the worst step.
+def step_trials(steps: Sequence[HistoryStep]) -> dict[StepKey, list[float]]:
+    """(workload, threads) -> the valid trials' QPS (one value for a run measured once)."""
+    return {(s.workload, s.threads): list(s.trials) or [s.qps] for s in steps}
 
-    The worst regressed step when there is one, else the step with the largest drop.
+
+def keep_fingerprints(entries: list[HistoryEntry], baseline_runs: int) -> list[HistoryEntry]:
+    """Drop the fingerprints of successful entries older than the newest baselineRuns + 1.
+
+    Only those can be a baseline's (or the latest run's) fingerprint; the trend keeps
+    its numbers, and the schedule's status stays small.
     """
-    if verdict.insufficient_baseline:
-        return verdict.message
-    compared = [s for s in verdict.steps if s.delta_percent is not None]
-    if not compared:
-        return f"no step comparable with the {verdict.baseline_runs} baseline run(s)"
-    regressed = [s for s in compared if s.status == "regressed"]
-    worst = min(regressed or compared, key=lambda s: s.delta_percent or 0.0)
-    head = (
-        f"{len(regressed)} of {len(compared)} step(s) regressed"
-        if regressed
-        else f"no regression in {len(compared)} step(s)"
-    )
-    return f"{head}; {'worst' if regressed else 'largest drop'} {_step_text(worst, verdict)}"
-
-
-def _step_text(step: StepComparison, verdict: RegressionVerdict) -> str:
-    return (
-        f"{step.workload} at {step.threads} threads: this run {step.current_qps:,.0f} QPS, "
-        f"baseline median {step.baseline_median_qps:,.0f} QPS over {step.baseline_runs} run(s), "
-        f"delta {step.delta_percent:+.1f}% (allowed -{verdict.max_drop_percent:g}%, "
-        f"baseline spread {step.baseline_spread_percent:.1f}%)"
-    )
+    succeeded = [e.name for e in entries if e.outcome == "Succeeded"]
+    keep = set(succeeded[-(baseline_runs + 1) :])
+    return [
+        e if e.name in keep or e.fingerprint is None else e.model_copy(update={"fingerprint": None})
+        for e in entries
+    ]
 
 
 def _phase(run: Mapping[str, Any]) -> str:

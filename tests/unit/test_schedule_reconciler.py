@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import statistics
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -75,23 +76,38 @@ class ScheduleKube:
         self.events.append(body)
 
     # ---- playing the run controller ------------------------------------------------------
-    def finish(self, name: str, qps: dict[int, float], phase: str = "Succeeded") -> None:
-        """Mark a run finished with these QPS per thread count (oltp_point_select)."""
-        steps = [
-            {
-                "index": i,
-                "workload": "oltp_point_select",
-                "threads": threads,
-                "phase": "Succeeded",
-                "qps": value,
-                "tps": value,
-                "valid": True,
-                "latencyMs": {"min": 0.05, "avg": 0.08, "max": 2.0, "percentile": 95, "value": 0.1},
-            }
-            for i, (threads, value) in enumerate(sorted(qps.items()))
-        ]
+    def finish(
+        self,
+        name: str,
+        qps: dict[int, float] | dict[int, list[float]],
+        phase: str = "Succeeded",
+        fingerprint: JSON | None = None,
+    ) -> None:
+        """Mark a run finished with these QPS per thread count (oltp_point_select); a list
+        per thread count is that step's trials (spec.repeats), a number one measurement."""
+        steps = []
+        for i, (threads, value) in enumerate(sorted(qps.items())):
+            trials = value if isinstance(value, list) else []
+            median = statistics.median(trials) if trials else value
+            steps.append(
+                {
+                    "index": i,
+                    "workload": "oltp_point_select",
+                    "threads": threads,
+                    "phase": "Succeeded",
+                    "qps": median,
+                    "tps": median,
+                    "valid": True,
+                    "latencyMs": LATENCY,
+                    "trials": [
+                        {"round": r, "valid": True, "result": _result(threads, q)}
+                        for r, q in enumerate(trials)
+                    ],
+                }
+            )
         self.runs[name]["status"] = {
             "phase": phase,
+            "fingerprint": fingerprint,
             "steps": steps if phase == "Succeeded" else [],
             "startedAt": _ts(self.clock() - timedelta(seconds=20)),
             "finishedAt": _ts(self.clock()),
@@ -99,6 +115,18 @@ class ScheduleKube:
 
     def reasons(self, kind: str = "BenchmarkSchedule") -> list[str]:
         return [e["reason"] for e in self.events if e["involvedObject"]["kind"] == kind]
+
+
+LATENCY = {"min": 0.05, "avg": 0.08, "max": 2.0, "percentile": 95, "value": 0.1}
+
+
+def _result(threads: int, qps: float) -> JSON:
+    return {
+        "workload": "oltp_point_select", "threads": threads, "clients": 1, "tps": qps,
+        "qps": qps, "readQps": qps, "writeQps": 0.0, "otherQps": 0.0, "latencyMs": LATENCY,
+        "errorsPerSec": 0.0, "reconnectsPerSec": 0.0, "events": int(qps * 10),
+        "durationSeconds": 10.0, "sysbenchVersion": "1.0.20",
+    }  # fmt: skip
 
 
 def schedule_body(**spec: Any) -> JSON:
@@ -250,7 +278,7 @@ def test_finished_runs_beyond_the_limits_are_deleted_but_history_keeps_the_basel
     assert len(kept) == 2
     assert len(world.kube.deleted) == 3
     assert [h["name"] for h in status["history"]][-2:] == kept
-    assert len(status["history"]) == 4  # baselineRuns
+    assert len(status["history"]) == 5  # regression.trendRuns (30) keeps all five
     assert all(h["steps"] for h in status["history"])
 
 
@@ -278,7 +306,7 @@ def test_the_first_successful_run_has_no_baseline_and_says_so_on_the_run() -> No
     assert status["lastPeakQps"] == 2000.0
 
 
-def _noise_then(world: World, values: list[dict[int, float]]) -> JSON:
+def _noise_then(world: World, values: list[dict[int, list[float]]]) -> JSON:
     status: JSON = {}
     for minute, qps in enumerate(values):
         world.at(minute * 60 + 1)
@@ -288,28 +316,42 @@ def _noise_then(world: World, values: list[dict[int, float]]) -> JSON:
     return status
 
 
+def _trials(level: float, jitter: float = 0.02) -> list[float]:
+    return [level * (1 - jitter), level, level * (1 + jitter)]
+
+
+NOISE = [1000.0, 960.0, 1030.0, 985.0, 1010.0, 950.0]
+
+
 def test_run_to_run_noise_is_not_a_regression() -> None:
     world = World(regression={"baselineRuns": 5, "maxQpsDropPercent": 15})
-    noise = [{2: q, 4: q * 1.9} for q in (1000.0, 960.0, 1030.0, 985.0, 1010.0, 950.0)]
+    noise = [{2: _trials(q), 4: _trials(q * 1.9)} for q in NOISE]
     status = _noise_then(world, noise)
     assert status["regressed"] is False
-    # Six runs, history keeps baselineRuns (5): the first, compared with nothing, is gone.
-    assert [h.get("regressed") for h in status["history"]] == [False] * 5
+    assert [h.get("regressed") for h in status["history"]] == [None] + [False] * 5
+    assert [h.get("verdict") for h in status["history"]][:2] == ["Inconclusive", "Inconclusive"]
+    assert status["history"][-1]["verdict"] == "NoChange"
     assert "Regressed" not in world.kube.reasons()
 
 
-def test_a_planted_drop_is_flagged_on_the_run_the_schedule_and_in_an_event() -> None:
+def test_a_planted_drop_is_flagged_with_p_value_and_interval_on_the_run_and_schedule() -> None:
     world = World(
         regression={"baselineRuns": 5, "maxQpsDropPercent": 15}, successfulRunsHistoryLimit=10
     )
-    noise = [{2: q, 4: q * 1.9} for q in (1000.0, 960.0, 1030.0, 985.0, 1010.0)]
-    status = _noise_then(world, [*noise, {2: 640.0, 4: 800.0}])
+    noise = [{2: _trials(q), 4: _trials(q * 1.9)} for q in NOISE[:5]]
+    status = _noise_then(world, [*noise, {2: _trials(640.0), 4: _trials(800.0)}])
     newest = max(world.run_names(), key=lambda n: int(n.rsplit("-", 1)[1]))
-    cond = next(
-        c for c in world.kube.runs[newest]["status"]["conditions"] if c["type"] == "Regressed"
-    )
+    run_status = world.kube.runs[newest]["status"]
+    cond = next(c for c in run_status["conditions"] if c["type"] == "Regressed")
     assert (cond["status"], cond["reason"]) == ("True", "QpsDrop")
-    assert status["regressed"] is True
+    verdict = run_status["regression"]
+    assert verdict["verdict"] == "Regressed"
+    four = next(s for s in verdict["steps"] if s["threads"] == 4)
+    # 3 trials below all 15 baseline trials: the exact two-sided p is 2 / C(18, 3)
+    assert four["pValue"] == pytest.approx(2 / 816, abs=1e-6)
+    assert four["effectPercent"] == pytest.approx(-57.9, abs=0.1)
+    assert four["intervalLowPercent"] <= four["effectPercent"] <= four["intervalHighPercent"] < -15
+    assert status["regressed"] is True and status["verdict"] == "Regressed"
     assert status["history"][-1]["regressed"] is True
     assert status["history"][-1]["baselineQps"] == 1900.0
     sched = next(c for c in status["conditions"] if c["type"] == "Regressed")
@@ -320,17 +362,69 @@ def test_a_planted_drop_is_flagged_on_the_run_the_schedule_and_in_an_event() -> 
         if e["reason"] == "Regressed" and e["involvedObject"]["kind"] == "BenchmarkRun"
     ]
     assert event["type"] == "Warning"
-    # baseline median of 4 threads: 1000*1.9 = 1900; this run 800: -57.9%
-    assert "this run 800 QPS" in event["message"]
-    assert "baseline median 1,900 QPS over 5 run(s)" in event["message"]
-    assert "delta -57.9%" in event["message"]
+    assert "oltp_point_select at 4 threads: 800 vs 1,900 QPS, -57.9% (95% CI" in event["message"]
+    assert "3 vs 15 trials from 5 run(s)" in event["message"]
+
+
+def test_a_run_measured_once_is_inconclusive_and_says_to_repeat() -> None:
+    world = World(regression={"baselineRuns": 3, "maxQpsDropPercent": 15})
+    status = _noise_then(world, [{2: [1000.0]}, {2: [1010.0]}, {2: [990.0]}, {2: [500.0]}])
+    assert status["history"][-1]["verdict"] == "Inconclusive"
+    assert status["regressed"] is False
+    cond = next(c for c in status["conditions"] if c["type"] == "Regressed")
+    assert (cond["status"], cond["reason"]) == ("Unknown", "Inconclusive")
+    assert "spec.repeats >= 3" in str(world.kube.runs[max(world.run_names())]["status"])
 
 
 def test_a_good_run_after_a_regression_clears_the_schedule_flag() -> None:
     world = World(regression={"baselineRuns": 3, "maxQpsDropPercent": 15})
-    status = _noise_then(world, [{2: 1000.0}, {2: 1010.0}, {2: 990.0}, {2: 500.0}, {2: 1005.0}])
-    assert [h.get("regressed") for h in status["history"]] == [False, True, False]
+    status = _noise_then(
+        world,
+        [{2: _trials(q)} for q in (1000.0, 1010.0, 990.0, 500.0, 1005.0, 1000.0)],
+    )
+    assert [h.get("regressed") for h in status["history"]][-3:] == [True, False, False]
     assert status["regressed"] is False
+
+
+def test_the_fingerprint_diff_names_the_image_that_changed() -> None:
+    world = World(regression={"baselineRuns": 2, "maxQpsDropPercent": 15})
+    old = {"images": {"tidb": "pingcap/tidb:v8.1.0"}, "replicas": {"tidb": 2}}
+    new = {"images": {"tidb": "pingcap/tidb:v8.1.1"}, "replicas": {"tidb": 2}}
+    for minute, (level, fp) in enumerate(
+        [(1000.0, old), (1000.0, old), (1000.0, old), (600.0, new)]
+    ):
+        world.at(minute * 60 + 1)
+        newest = max(world.run_names(), key=lambda n: int(n.rsplit("-", 1)[1]))
+        world.kube.finish(newest, {2: _trials(level)}, fingerprint=fp)
+        status = world.at(minute * 60 + 30)
+    newest = max(world.run_names(), key=lambda n: int(n.rsplit("-", 1)[1]))
+    run_status = world.kube.runs[newest]["status"]
+    assert run_status["fingerprintDiff"] == ["tidb image pingcap/tidb:v8.1.0 → pingcap/tidb:v8.1.1"]
+    cond = next(c for c in run_status["conditions"] if c["type"] == "Regressed")
+    assert (
+        "differs from the baseline: tidb image pingcap/tidb:v8.1.0 → pingcap/tidb:v8.1.1"
+        in (cond["message"])
+    )
+    assert status["verdict"] == "Regressed"
+
+
+def test_a_level_shift_in_the_history_is_a_change_point_named_by_its_first_run() -> None:
+    world = World(
+        regression={"baselineRuns": 3, "maxQpsDropPercent": 30}, successfulRunsHistoryLimit=1
+    )
+    levels = [1000.0, 1010.0, 995.0, 1005.0, 990.0, 1000.0, 880.0, 885.0, 870.0, 890.0, 875.0]
+    names = []
+    for minute, level in enumerate(levels):
+        world.at(minute * 60 + 1)
+        newest = max(world.run_names(), key=lambda n: int(n.rsplit("-", 1)[1]))
+        names.append(newest)
+        world.kube.finish(newest, {2: _trials(level, 0.005)})
+        status = world.at(minute * 60 + 30)
+    [point] = status["changePoints"]
+    assert (point["run"], point["previousRun"], point["threads"]) == (names[6], names[5], 2)
+    assert point["changePercent"] == pytest.approx(-12, abs=1.5)
+    assert world.kube.reasons().count("ChangePoint") == 1
+    assert len(status["history"]) == len(levels), "the trend outlives the deleted runs"
 
 
 def test_an_invalid_spec_creates_nothing_and_says_which_field() -> None:

@@ -928,6 +928,10 @@ class HistoryEntry(_Status):
         default=None,
         description="Regressed, Improved, NoChange or Inconclusive against the baseline.",
     )
+    invalid_trials: int | None = Field(
+        default=None,
+        description="Trials (or steps measured once) left out of comparisons as invalid.",
+    )
     fingerprint: Fingerprint | None = Field(
         default=None,
         description="The run's environment fingerprint; kept for the newest baselineRuns "
