@@ -70,6 +70,13 @@ class Metrics:
             STEP_LABELS,
             registry=r,
         )
+        self.step_qps_interval = Gauge(
+            "tidb_bench_step_qps_interval",
+            "Ends (label `bound`: low, high) of the 95% confidence interval of a step's mean "
+            "QPS over its trials (spec.repeats > 1).",
+            (*STEP_LABELS, "bound"),
+            registry=r,
+        )
         self.step_tps = Gauge(
             "tidb_bench_step_tps", "Transactions per second of one step.", STEP_LABELS, registry=r
         )
@@ -153,6 +160,11 @@ class Metrics:
             workload, threads = str(step.get("workload", "")), str(step.get("threads", ""))
             labels: Labels = (ns, name, schedule, cluster, workload, threads)
             values.append((self.step_qps, labels, float(step["qps"])))
+            trials = step.get("qpsTrials") or {}
+            for bound in ("low", "high"):
+                end = trials.get(f"ci{bound.capitalize()}")
+                if end is not None:
+                    values.append((self.step_qps_interval, (*labels, bound), float(end)))
             if step.get("tps") is not None:
                 values.append((self.step_tps, labels, float(step["tps"])))
             if step.get("errorsPerSec") is not None:

@@ -21,6 +21,7 @@ NS = "bench"
 #: Every metric the controller exports (name as exposed, kind): what dashboards may use.
 METRICS: dict[str, str] = {
     "tidb_bench_step_qps": "gauge",
+    "tidb_bench_step_qps_interval": "gauge",
     "tidb_bench_step_tps": "gauge",
     "tidb_bench_step_latency_seconds": "gauge",
     "tidb_bench_step_errors_per_second": "gauge",
@@ -74,6 +75,15 @@ STEPS = [
         "tps": 50300.94,
         "errorsPerSec": 0.0,
         "latencyMs": {"min": 0.27, "avg": 1.27, "max": 24.1, "percentile": 95, "value": 1.96},
+        "qpsTrials": {
+            "n": 3,
+            "median": 50300.94,
+            "mean": 50100.0,
+            "ciLow": 48000.5,
+            "ciHigh": 52199.5,
+            "cvPercent": 1.7,
+            "noisy": False,
+        },
     },
     {"index": 1, "workload": "oltp_point_select", "threads": 128, "phase": "Running"},
 ]
@@ -302,3 +312,14 @@ def test_the_dashboard_asks_only_for_metrics_the_controller_exports() -> None:
     titles = " | ".join(p["title"] for p in dashboard["panels"])
     for words in ("QPS vs threads", "p95 latency vs threads", "Nightly", "Preflight failures"):
         assert words in titles
+
+
+def test_a_steps_qps_interval_is_two_gauges_labelled_by_bound() -> None:
+    metrics = Metrics()
+    metrics.observe_run(run_body(steps=STEPS))
+    labels = {
+        "namespace": NS, "run": "r1", "schedule": "nightly", "cluster": "basic",
+        "workload": "oltp_point_select", "threads": "64",
+    }  # fmt: skip
+    assert value(metrics, "tidb_bench_step_qps_interval", **labels, bound="low") == 48000.5
+    assert value(metrics, "tidb_bench_step_qps_interval", **labels, bound="high") == 52199.5
