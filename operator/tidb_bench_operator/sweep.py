@@ -13,17 +13,19 @@ from tidb_bench_operator.adapters.documents import load_yaml
 from tidb_bench_operator.adapters.pd import HTTPPDClient
 from tidb_bench_operator.config import Credentials
 from tidb_bench_operator.domain.analysis import compute_status_summary
-from tidb_bench_operator.domain.models import BenchmarkRunSpec, parse_run_spec
+from tidb_bench_operator.domain.models import BenchmarkRunSpec, StepStatus, Trial, parse_run_spec
 from tidb_bench_operator.domain.preflight import (
     BENCH_NODE_ISOLATION,
     TOPOLOGY_SPREAD,
 )
 from tidb_bench_operator.domain.results import StepResult
 from tidb_bench_operator.domain.runner_message import StepReport, combine_clients
+from tidb_bench_operator.domain.trials import with_trial
 from tidb_bench_operator.errors import ParseError, SpecError, TidbBenchError
 from tidb_bench_operator.reconcile import gate
 from tidb_bench_operator.runner import (
     StepPlan,
+    analyze_and_warm,
     cleanup_dataset,
     prepare_dataset,
     run_step,
@@ -182,17 +184,46 @@ def run_local_sweep(
             start_at=start_at,
         )
 
-    prepare_dataset(plan(spec.workloads[0]), creds, spec.dataset.prepare, out)
-    steps: list[dict[str, Any]] = []
-    results: list[StepResult] = []
-    for workload in spec.workloads:
-        for threads in spec.threads:
+    first = plan(spec.workloads[0])
+    analyze_and_warm(
+        first,
+        creds,
+        prepare_dataset(first, creds, spec.dataset.prepare, out),
+        analyze=spec.dataset.analyze,
+        warm_up=spec.dataset.warm_up,
+        out=out,
+    )
+    layout = [(w, t) for w in spec.workloads for t in spec.threads]
+    measured: list[StepStatus] = [
+        StepStatus(index=i, workload=w, threads=t) for i, (w, t) in enumerate(layout)
+    ]
+    notes: list[list[str]] = [[] for _ in layout]
+    # Several trials run in whole-sweep rounds, as the controller runs them (reconcile/steps.py).
+    for round_ in range(spec.repeats):
+        for i, (workload, threads) in enumerate(layout):
             # Several local clients start together, as the pods of a step do.
             start_at = datetime.now(UTC) + timedelta(seconds=1) if spec.clients > 1 else None
             reports = _run_clients(plan(workload, threads, start_at), creds, spec.clients, out)
             combined = combine_clients(reports)
-            results.append(combined.result)
-            steps.append({**combined.result.to_json_dict(), "notes": combined.notes})
+            trial = Trial(round=round_, result=combined.result, valid=not combined.late)
+            measured[i] = (
+                measured[i].with_result(combined.result)
+                if spec.repeats == 1
+                else with_trial(measured[i], trial, spec.noisy_cv_percent)
+            )
+            prefix = f"trial {round_ + 1}: " if spec.repeats > 1 else ""
+            notes[i] += [prefix + n for n in combined.notes]
+    steps: list[dict[str, Any]] = []
+    results: list[StepResult] = []
+    for status, step_notes in zip(measured, notes, strict=True):
+        step_result = status.to_result()
+        assert step_result is not None, "every step was measured"
+        results.append(step_result)
+        doc = {**step_result.to_json_dict(), "notes": step_notes}
+        if status.qps_trials is not None:
+            doc["trials"] = [t.result.qps for t in status.trials]
+            doc["qpsTrials"] = status.qps_trials.model_dump(by_alias=True, mode="json")
+        steps.append(doc)
     if spec.dataset.cleanup:
         cleanup_dataset(plan(spec.workloads[0]), creds, out)
     summary = compute_status_summary(
