@@ -1,16 +1,17 @@
-"""Sweep analysis: peak, knee (saturation), best step under a latency SLO, and regression."""
+"""Sweep analysis: peak, knee (saturation), best step under a latency SLO.
+
+Regression against earlier runs is judged from trials, in domain/stats.py.
+"""
 
 from __future__ import annotations
 
 import itertools
-import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import Field
 
 from tidb_bench_operator.domain import models
-from tidb_bench_operator.domain.base import CamelModel
 from tidb_bench_operator.domain.results import StepResult
 
 #: A step stops "rising meaningfully" when the next step adds less than this QPS fraction.
@@ -136,142 +137,6 @@ def compute_summary(steps: Sequence[StepResult], slo_latency_ms: float | None) -
         peak_workload=top.workload,
         headline=" | ".join(w.headline or "" for w in summaries),
         workloads=summaries,
-    )
-
-
-# --------------------------------------------------------------------------------------
-# Regression against earlier runs (BenchmarkSchedule.regression)
-# --------------------------------------------------------------------------------------
-
-StepKey = tuple[str, int]
-
-
-class StepComparison(CamelModel):
-    """One (workload, threads) step compared with the baseline runs."""
-
-    workload: str = Field(description="sysbench test name.")
-    threads: int = Field(description="Threads per client.")
-    baseline_runs: int = Field(description="How many baseline runs had this step.")
-    baseline_median_qps: float | None = Field(description="Median QPS of the baseline runs.")
-    baseline_spread_percent: float | None = Field(
-        description="(max - min) / median of the baseline QPS, in percent: its own noise."
-    )
-    current_qps: float | None = Field(description="This run's QPS; null if the step is missing.")
-    delta_percent: float | None = Field(
-        description="(current - median) / median, in percent; negative is a drop."
-    )
-    status: Literal["ok", "regressed", "no-baseline", "missing"] = Field(
-        description="`regressed` when the drop exceeds both maxQpsDropPercent and the spread."
-    )
-
-
-class RegressionVerdict(CamelModel):
-    """Whether a run is slower than its baseline runs, step by step."""
-
-    regressed: bool = Field(description="True when at least one step regressed.")
-    insufficient_baseline: bool = Field(
-        description="True when there was no baseline run to compare with."
-    )
-    baseline_runs: int = Field(description="Number of baseline runs given.")
-    max_drop_percent: float = Field(description="The allowed QPS drop, in percent.")
-    steps: list[StepComparison] = Field(default_factory=list, description="Per-step numbers.")
-    message: str = Field(description="One line saying what was found.")
-
-
-def detect_regression(
-    current: Mapping[StepKey, float],
-    baseline_runs: Sequence[Mapping[StepKey, float]],
-    max_drop_percent: float,
-) -> RegressionVerdict:
-    """Compare a run's per-step QPS with the median of earlier runs.
-
-    A step regresses only when its drop is larger than `max_drop_percent` AND larger than
-    the baseline's own spread ((max - min) / median): nightly runs are noisy, and a drop
-    that the baseline itself showed between good runs is not evidence of a regression.
-    """
-    if not baseline_runs:
-        return RegressionVerdict(
-            regressed=False,
-            insufficient_baseline=True,
-            baseline_runs=0,
-            max_drop_percent=max_drop_percent,
-            message="insufficient baseline: no earlier successful run to compare with",
-        )
-    keys = list(current)
-    for run in baseline_runs:
-        keys.extend(k for k in run if k not in keys)
-    comparisons = [_compare_step(key, current, baseline_runs, max_drop_percent) for key in keys]
-    regressed = [c for c in comparisons if c.status == "regressed"]
-    if regressed:
-        worst = min(regressed, key=lambda c: c.delta_percent or 0.0)
-        message = (
-            f"{len(regressed)} step(s) regressed; worst {worst.workload}@{worst.threads}: "
-            f"{worst.current_qps:,.0f} QPS vs median {worst.baseline_median_qps:,.0f} "
-            f"({worst.delta_percent:+.1f}%, allowed -{max_drop_percent:g}%, "
-            f"baseline spread {worst.baseline_spread_percent:.1f}%)"
-        )
-    else:
-        message = (
-            f"no regression against {len(baseline_runs)} baseline run(s) "
-            f"(allowed drop {max_drop_percent:g}%)"
-        )
-    return RegressionVerdict(
-        regressed=bool(regressed),
-        insufficient_baseline=False,
-        baseline_runs=len(baseline_runs),
-        max_drop_percent=max_drop_percent,
-        steps=comparisons,
-        message=message,
-    )
-
-
-def _compare_step(
-    key: StepKey,
-    current: Mapping[StepKey, float],
-    baseline_runs: Sequence[Mapping[StepKey, float]],
-    max_drop_percent: float,
-) -> StepComparison:
-    workload, threads = key
-    values = [run[key] for run in baseline_runs if key in run]
-    now = current.get(key)
-    if not values or statistics.median(values) <= 0:
-        return StepComparison(
-            workload=workload,
-            threads=threads,
-            baseline_runs=len(values),
-            baseline_median_qps=None,
-            baseline_spread_percent=None,
-            current_qps=now,
-            delta_percent=None,
-            status="no-baseline",
-        )
-    median = statistics.median(values)
-    spread = (max(values) - min(values)) / median * 100
-    if now is None:
-        return StepComparison(
-            workload=workload,
-            threads=threads,
-            baseline_runs=len(values),
-            baseline_median_qps=round(median, 2),
-            baseline_spread_percent=round(spread, 2),
-            current_qps=None,
-            delta_percent=None,
-            status="missing",
-        )
-    delta = (now - median) / median * 100
-    drop = -delta
-    status: Literal["ok", "regressed"] = (
-        "regressed" if drop > max_drop_percent and drop > spread else "ok"
-    )
-    return StepComparison(
-        workload=workload,
-        threads=threads,
-        baseline_runs=len(values),
-        baseline_median_qps=round(median, 2),
-        baseline_spread_percent=round(spread, 2),
-        current_qps=now,
-        delta_percent=round(delta, 2),
-        status=status,
     )
 
 

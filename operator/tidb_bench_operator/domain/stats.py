@@ -297,24 +297,6 @@ def _run_message(
 # --------------------------------------------------------------------------- change points
 
 
-def energy_statistic(x: Sequence[float], y: Sequence[float], unbiased: bool = True) -> float:
-    """The energy distance statistic between samples x and y (exponent 1).
-
-    2·E|X−Y| − E|X−X'| − E|Y−Y'|. `unbiased` averages the within-sample terms over distinct
-    pairs (the U-statistic E-Divisive uses); otherwise over all n² pairs, which is the
-    square of scipy.stats.energy_distance.
-    """
-    a = np.asarray(x, dtype=float)
-    b = np.asarray(y, dtype=float)
-    cross = float(np.abs(a[:, None] - b[None, :]).mean())
-    within_a = float(np.abs(a[:, None] - a[None, :]).sum())
-    within_b = float(np.abs(b[:, None] - b[None, :]).sum())
-    m, k = len(a), len(b)
-    if unbiased:
-        return 2 * cross - within_a / (m * (m - 1)) - within_b / (k * (k - 1))
-    return 2 * cross - within_a / m**2 - within_b / k**2
-
-
 def _split_scores(segments: NDArray[np.float64], min_segment: int) -> NDArray[np.float64]:
     """E-Divisive's q̂(τ) for every split τ of every row of `segments` (rows × splits).
 

@@ -1,8 +1,8 @@
-"""Sweep summary (peak, knee, SLO) and regression detection, on docs/field-story.md's numbers."""
+"""Sweep summary (peak, knee, SLO), on docs/field-story.md's numbers."""
 
 from __future__ import annotations
 
-from tidb_bench_operator.domain.analysis import compute_summary, detect_regression
+from tidb_bench_operator.domain.analysis import compute_summary
 from tidb_bench_operator.domain.results import Latency, StepResult
 
 
@@ -123,77 +123,3 @@ def test_the_summary_is_camel_case_on_the_wire() -> None:
     for key in ("peakQps", "peakThreads", "recommendedThreads", "saturationThreads", "headline"):
         assert key in wire
     assert wire["workloads"][0]["saturationBasis"] == "knee"
-
-
-# ------------------------------------------------------------------------------------------
-# Regression
-# ------------------------------------------------------------------------------------------
-
-KEY = ("oltp_point_select", 128)
-NOISY_BASELINE = [{KEY: qps} for qps in (100_000.0, 103_000.0, 97_000.0, 101_500.0, 98_500.0)]
-
-
-def test_five_noisy_runs_within_three_percent_are_not_flagged() -> None:
-    for run in NOISY_BASELINE:
-        others = [r for r in NOISY_BASELINE if r is not run]
-        verdict = detect_regression(run, others, max_drop_percent=2)
-        assert not verdict.regressed, verdict.message
-
-
-def test_a_drop_above_the_limit_but_within_the_baselines_own_spread_is_not_flagged() -> None:
-    verdict = detect_regression({KEY: 97_000.0}, NOISY_BASELINE, max_drop_percent=2)
-    (comparison,) = verdict.steps
-    assert comparison.baseline_median_qps == 100_000.0
-    assert comparison.baseline_spread_percent == 6.0
-    assert comparison.delta_percent == -3.0
-    assert comparison.status == "ok"
-    assert not verdict.regressed
-
-
-def test_a_thirty_percent_drop_is_flagged_with_its_numbers() -> None:
-    verdict = detect_regression({KEY: 70_000.0}, NOISY_BASELINE, max_drop_percent=10)
-    assert verdict.regressed
-    (comparison,) = verdict.steps
-    assert comparison.delta_percent == -30.0
-    assert comparison.status == "regressed"
-    assert "oltp_point_select@128" in verdict.message
-    assert "-30.0%" in verdict.message
-
-
-def test_the_field_notes_colocated_tikv_run_is_a_regression() -> None:
-    # 000: TiKV-3 landed on the bench node; every step dropped by 23-37%.
-    baseline = {
-        ("oltp_point_select", 64): 39562.0,
-        ("oltp_point_select", 128): 49193.0,
-        ("oltp_point_select", 256): 44952.0,
-    }
-    current = {
-        ("oltp_point_select", 64): 25665.0,
-        ("oltp_point_select", 128): 30940.0,
-        ("oltp_point_select", 256): 34665.0,
-    }
-    verdict = detect_regression(current, [baseline], max_drop_percent=10)
-    assert verdict.regressed
-    assert [c.status for c in verdict.steps] == ["regressed"] * 3
-    assert [c.delta_percent for c in verdict.steps] == [-35.13, -37.1, -22.88]
-
-
-def test_without_baseline_runs_the_verdict_is_insufficient_baseline() -> None:
-    verdict = detect_regression({KEY: 1.0}, [], max_drop_percent=10)
-    assert verdict.insufficient_baseline
-    assert not verdict.regressed
-    assert "insufficient baseline" in verdict.message
-
-
-def test_new_and_missing_steps_are_reported_but_not_flagged() -> None:
-    new_key = ("oltp_read_write", 64)
-    verdict = detect_regression({new_key: 100.0}, NOISY_BASELINE, max_drop_percent=10)
-    statuses = {(c.workload, c.threads): c.status for c in verdict.steps}
-    assert statuses == {new_key: "no-baseline", KEY: "missing"}
-    assert not verdict.regressed
-
-
-def test_the_verdict_is_camel_case_on_the_wire() -> None:
-    wire = detect_regression({KEY: 70_000.0}, NOISY_BASELINE, 10).model_dump(by_alias=True)
-    assert wire["insufficientBaseline"] is False
-    assert wire["steps"][0]["baselineMedianQps"] == 100_000.0
