@@ -59,13 +59,22 @@ def change_points(series_count: int, noise: Noise, shift: float, seed: int) -> d
     }
 
 
-def verdicts(runs: int, drop: float, seed: int) -> dict[str, float]:
+def verdicts(runs: int, drop: float, seed: int, nightly: bool = False) -> dict[str, float]:
+    """Verdict shares; `nightly`: each night has its own level (uniform ±5%) and its trials
+    vary ±2% around it, so trials within a night are closer than nights are."""
     rng = np.random.default_rng(seed)
     counts = {"Regressed": 0, "Improved": 0, "NoChange": 0, "Inconclusive": 0}
     started = time.perf_counter()
+
+    def night(level: float) -> dict[tuple[str, int], list[float]]:
+        if nightly:
+            level *= 1 + float(uniform(rng, 1)[0])
+            return {key: list(level * (1 + uniform(rng, 3) * 0.4)) for key in STEPS}
+        return {key: list(level * (1 + uniform(rng, 3))) for key in STEPS}
+
     for _ in range(runs):
-        baseline = [{key: list(100_000 * (1 + uniform(rng, 3))) for key in STEPS} for _ in range(5)]
-        current = {key: list(100_000 * (1 - drop) * (1 + uniform(rng, 3))) for key in STEPS}
+        baseline = [night(100_000) for _ in range(5)]
+        current = night(100_000 * (1 - drop))
         counts[compare_runs(current, baseline, 10).verdict] += 1
     result = {k: v / runs for k, v in counts.items()}
     result["ms"] = (time.perf_counter() - started) / runs * 1000
@@ -113,6 +122,15 @@ def main() -> int:
             f"| {drop:.0%} | {r['Regressed']:.1%}{' (ABOVE BOUND)' if bad else ''} "
             f"| {r['NoChange']:.1%} | {r['Inconclusive']:.1%} | {r['Improved']:.1%} "
             f"| {r['ms']:.1f} |"
+        )
+    for drop, seed in ((0.0, 9), (0.10, 10)):
+        r = verdicts(args.runs, drop, seed, nightly=True)
+        bad = drop == 0.0 and r["Regressed"] > VERDICT_BOUND
+        failed |= bad
+        print(
+            f"| {drop:.0%}; nights ±5%, trials ±2% within a night | {r['Regressed']:.1%}"
+            f"{' (ABOVE BOUND)' if bad else ''} | {r['NoChange']:.1%} | {r['Inconclusive']:.1%} "
+            f"| {r['Improved']:.1%} | {r['ms']:.1f} |"
         )
     print(f"\nfalse-alarm bound for verdicts: {VERDICT_BOUND:.0%} of undisturbed runs Regressed")
     return 1 if failed else 0

@@ -496,3 +496,22 @@ def test_the_gitops_example_is_a_valid_schedule_that_fires_at_two_in_shanghai() 
     spec = parse_schedule_spec(doc["spec"])
     fire = next_fire_time(spec, datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
     assert fire == datetime(2026, 3, 1, 18, 0, tzinfo=UTC)  # 02:00 CST is 18:00 UTC the day before
+
+
+def test_invalid_trials_never_enter_a_baseline_and_the_verdict_counts_them() -> None:
+    world = World(regression={"baselineRuns": 3, "maxQpsDropPercent": 15})
+    for minute, level in enumerate([1000.0, 1000.0, 1000.0, 1000.0]):
+        world.at(minute * 60 + 1)
+        newest = max(world.run_names(), key=lambda n: int(n.rsplit("-", 1)[1]))
+        world.kube.finish(newest, {2: _trials(level)})
+        if minute == 1:  # a disturbed trial: 10 QPS, marked invalid
+            trial = world.kube.runs[newest]["status"]["steps"][0]["trials"][1]
+            trial["valid"] = False
+            trial["result"]["qps"] = 10.0
+        status = world.at(minute * 60 + 30)
+    assert status["history"][1]["steps"][0]["trials"] == [980.0, 1020.0]
+    assert status["history"][1]["invalidTrials"] == 1
+    newest = max(world.run_names(), key=lambda n: int(n.rsplit("-", 1)[1]))
+    verdict = world.kube.runs[newest]["status"]["regression"]
+    assert verdict["excludedInvalid"] == 1 and verdict["steps"][0]["baselineTrials"] == 8
+    assert "1 invalid trial(s) excluded" in verdict["message"]
