@@ -321,8 +321,24 @@ def test_a_prepare_jobs_args_parse_back_with_the_policy() -> None:
     )
     parsed = build_parser().parse_args(["runner", *args])
     assert parsed.policy == "Always"
+    assert (parsed.analyze, parsed.warm_up) == ("on", "on")
     plan = plan_from_args(parsed)
     assert (plan.host, plan.port, plan.tables, plan.table_size, plan.auto_inc) == (
         "10.0.0.7", 4001, 2, 1000, True,
     )  # fmt: skip
     assert plan.start_at is None
+
+
+def test_switched_off_analyze_and_warm_up_reach_the_prepare_job_as_off() -> None:
+    spec = parse_run_spec(
+        {
+            "target": {"host": "10.0.0.7"},
+            "credentials": {"secretRef": {"name": "creds"}},
+            "dataset": {"analyze": False, "warmUp": False},
+        }
+    )
+    args = build_dataset_runner_args(
+        spec, compute_endpoint(spec, "bench"), action="prepare", workload="oltp_point_select"
+    )
+    parsed = build_parser().parse_args(["runner", *args])
+    assert (parsed.analyze, parsed.warm_up) == ("off", "off")
