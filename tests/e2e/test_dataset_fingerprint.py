@@ -40,8 +40,10 @@ class QueryLog:
     def statements(self, containing: str) -> list[str]:
         with _connect(self.mariadb) as conn, conn.cursor() as cur:
             cur.execute(
+                # Not this very query, which the log records too.
                 "SELECT argument FROM mysql.general_log WHERE command_type = 'Query' "
-                "AND argument LIKE %s ORDER BY event_time",
+                "AND argument LIKE %s AND argument NOT LIKE '%%general_log%%' "
+                "ORDER BY event_time",
                 (f"%{containing}%",),
             )
             return [r[0].decode() if isinstance(r[0], bytes) else str(r[0]) for r in cur.fetchall()]

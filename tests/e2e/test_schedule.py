@@ -30,16 +30,18 @@ COMPARABLE_CORES = 0.4
 # Steps for the regression test. On 2 cores, 4 client threads oversubscribe the CPUs that
 # MariaDB needs too: measured on a quiet machine, 3 s steps at 4 threads swung 54k-87k QPS
 # (a noise run dropped 25.9% below its baseline median), at 2 threads 84k-101k. So the test
-# measures at 1 and 2 threads, 3 trials each (the verdict is a rank test over trials), and
-# takes 30% as the minimum effect (the planted neighbour costs 55-90%); production's
-# default stays 10% on quieter, bigger machines.
+# measures at 1 and 2 threads, 3 trials each (the verdict is a rank test over trials). With
+# other suites' load on the machine an undisturbed night measured 38% below its baseline at
+# 1 thread (95% interval -46% … -16%), so the minimum effect is 50%, and the planted
+# neighbour runs 16 threads (8 cost 55-90%); production's default stays 10% on quieter,
+# bigger machines.
 QUIET_STEPS: dict[str, Any] = {
     "threads": [1, 2],
     "durationSeconds": 3,
     "warmupSeconds": 1,
     "repeats": 3,
 }
-MIN_EFFECT = 30
+MIN_EFFECT = 50
 LABEL = "tidbbench.io/schedule"
 
 
@@ -403,7 +405,7 @@ def test_nightly_runs_with_three_trials_flag_a_planted_slowdown_and_not_a_quiet_
     wait_run(
         api, namespace, planted, phases=("Preparing", "Running", "Succeeded", "Failed"), timeout=300
     )
-    with noisy_neighbour(mariadb):
+    with noisy_neighbour(mariadb, threads=16):
         wait_run(api, namespace, planted, timeout=240)
     judged = recorded(planted)
     cond = condition(judged, "Regressed")
