@@ -46,6 +46,7 @@ def build_run_reconciler(cfg: Settings) -> RunReconciler:
         preflight=build_preflight(kube, api),
         image=cfg.runner_image,
         scheduling_timeout=timedelta(seconds=cfg.scheduling_timeout_seconds),
+        results_budget=cfg.results_object_bytes,
     )
 
 

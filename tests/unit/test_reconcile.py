@@ -22,6 +22,7 @@ from tidb_bench_operator.domain.manifests import Endpoint
 from tidb_bench_operator.domain.models import BenchmarkRunSpec
 from tidb_bench_operator.domain.preflight import CHECK_NAMES, CheckResult, evaluate
 from tidb_bench_operator.domain.results import Latency, StepResult
+from tidb_bench_operator.domain.results_store import StoredResults, read_store
 from tidb_bench_operator.domain.runner_message import SERIES_MARKER
 from tidb_bench_operator.domain.sysbench import parse_sysbench_output, to_step_result
 from tidb_bench_operator.reconcile import Outcome, PreflightOutcome, RunReconciler
@@ -279,6 +280,12 @@ PREPARED = {
 }
 
 
+def stored(bed: Bed) -> StoredResults:
+    """The run's results as the store holds them (every ConfigMap of the namespace)."""
+    maps = {name: dict(cm["data"]) for (ns, name), cm in bed.kube.configmaps.items() if ns == NS}
+    return read_store("sweep-results", maps)
+
+
 def everything_written(bed: Bed) -> str:
     """All the reconciler ever wrote: status patches, Jobs, ConfigMaps, Events."""
     return json.dumps(
@@ -395,7 +402,7 @@ def test_the_reconcile_that_sees_a_steps_jobs_finish_records_it_and_starts_the_n
     bed.reconcile()
     first, second = bed.step(0), bed.step(1)
     assert (first["phase"], first["qps"], first["valid"]) == ("Succeeded", 17_000.0, True)
-    series = json.loads(bed.kube.configmaps[(NS, "sweep-results")]["data"]["series.json"])
+    series = stored(bed).series
     assert sorted(series["0"]["clients"]) == ["0", "1"]
     assert bed.status["currentStep"] == 1
     assert second["phase"] == "Running"
@@ -421,12 +428,12 @@ def test_the_results_configmap_keeps_every_steps_series_and_numbers() -> None:
         )  # fmt: skip
         bed.reconcile()
     assert bed.status["resultsConfigMap"] == "sweep-results"
-    data = bed.kube.configmaps[(NS, "sweep-results")]["data"]
-    series = json.loads(data["series.json"])
+    results = stored(bed)
+    series = results.series
     assert sorted(series) == ["0", "1"], "the second step's write keeps the first step's series"
     assert series["1"]["threads"] == 16
     assert [p["qps"] for p in series["1"]["clients"]["0"]] == [15_840.0, 16_160.0]
-    steps = json.loads(data["steps.json"])
+    steps = results.steps
     assert [(s["threads"], s["qps"]) for s in steps] == [(8, 8000.0), (16, 16000.0)]
 
 
@@ -858,7 +865,7 @@ def test_two_clients_are_combined_into_one_step_with_qps_summed() -> None:
     )
     assert any("histogram" in n for n in step["notes"]), step["notes"]
     assert step["valid"] is True
-    series = json.loads(bed.kube.configmaps[(NS, "sweep-results")]["data"]["series.json"])
+    series = stored(bed).series
     assert sorted(series["0"]["clients"]) == ["0", "1"]
     assert bed.status["phase"] == "Succeeded"
     assert bed.status["environment"]["nodes"] == ["bench-1", "bench-2"]

@@ -342,10 +342,8 @@ def build_dataset_runner_args(
     return args
 
 
-def build_results_configmap(
-    run: RunRef, name: str, series: dict[str, Any], steps: list[dict[str, Any]]
-) -> dict[str, Any]:
-    """The full per-interval series of every step, owned by the run (status keeps summaries)."""
+def build_results_configmap(run: RunRef, name: str, data: dict[str, str]) -> dict[str, Any]:
+    """One ConfigMap of the run's results store (domain.results_store), owned by the run."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -355,10 +353,7 @@ def build_results_configmap(
             "labels": {**MANAGED_BY, LABEL_RUN: label_value(run.name), LABEL_ROLE: "results"},
             "ownerReferences": [owner_reference(run)],
         },
-        "data": {
-            "steps.json": json.dumps(steps, indent=1, sort_keys=True),
-            "series.json": json.dumps(series, separators=(",", ":"), sort_keys=True),
-        },
+        "data": data,
     }
 
 

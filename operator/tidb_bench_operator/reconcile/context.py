@@ -20,6 +20,7 @@ from tidb_bench_operator.domain.models import (
     BenchmarkRunStatus,
     RunPhase,
 )
+from tidb_bench_operator.domain.results_store import DEFAULT_BUDGET
 from tidb_bench_operator.domain.status import ConditionStatus, set_condition
 from tidb_bench_operator.reconcile.gate import PreflightOutcome
 
@@ -97,6 +98,8 @@ class Deps:
     preflight: PreflightFn | None
     image: str | None
     scheduling_timeout: timedelta
+    #: Characters of results per ConfigMap (domain.results_store.DEFAULT_BUDGET).
+    results_budget: int = DEFAULT_BUDGET
 
 
 @dataclass

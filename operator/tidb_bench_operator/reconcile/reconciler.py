@@ -30,6 +30,7 @@ from tidb_bench_operator.domain.models import (
     RunPhase,
     parse_run_spec,
 )
+from tidb_bench_operator.domain.results_store import DEFAULT_BUDGET
 from tidb_bench_operator.domain.status import status_patch, utc_now
 from tidb_bench_operator.errors import SpecError
 from tidb_bench_operator.reconcile import admission, dataset, finish, preflight, steps
@@ -81,10 +82,12 @@ class RunReconciler:
         clock: Callable[[], datetime] = utc_now,
         image: str | None = None,
         scheduling_timeout: timedelta = SCHEDULING_TIMEOUT,
+        results_budget: int = DEFAULT_BUDGET,
     ) -> None:
         self.deps = Deps(
-            kube=kube, preflight=preflight, image=image, scheduling_timeout=scheduling_timeout
-        )
+            kube=kube, preflight=preflight, image=image, scheduling_timeout=scheduling_timeout,
+            results_budget=results_budget,
+        )  # fmt: skip
         self.clock = clock
 
     def reconcile(self, body: JSON) -> Outcome:

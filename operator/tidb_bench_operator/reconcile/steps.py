@@ -3,12 +3,12 @@
 A step is `spec.clients` Jobs (one per client pod) that start together at an agreed time
 (START_LEAD_SECONDS ahead; a client that starts late makes the step invalid). Once every
 Job finished, their StepReports are combined into the step's numbers, the interval series
-go to the results ConfigMap, and the next step starts in the same reconcile.
+go to the run's results ConfigMaps (domain.results_store), and the next step starts in
+the same reconcile.
 """
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
 from tidb_bench_operator.domain.jobs import (
@@ -30,6 +30,12 @@ from tidb_bench_operator.domain.manifests import (
     step_job_name,
 )
 from tidb_bench_operator.domain.models import StepPhase, StepStatus
+from tidb_bench_operator.domain.results_store import (
+    StepSeries,
+    index_parts,
+    series_parts,
+    step_series,
+)
 from tidb_bench_operator.domain.runner_message import (
     RunnerFailure,
     StepReport,
@@ -184,14 +190,15 @@ def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: l
             f"INVALID: {len(combined.late)} client(s) started late (max "
             f"{latest:.1f}s after the agreed start)"
         )
+    series, series_notes = read_step_series(ctx, step, pods)
     updated = step.with_result(combined.result)
     updated.phase = StepPhase.SUCCEEDED
     updated.finished_at = ctx.now
     updated.valid = not combined.late
     updated.client_saturated = combined.saturated
-    updated.notes = [*step.notes, *notes]
+    updated.notes = [*step.notes, *notes, *series_notes, *series.notes]
     st.steps[step.index] = updated
-    save_series(ctx, updated, pods)
+    save_results(ctx, updated.index, series)
     p = combined.result.latency_ms
     pct = f"p{p.percentile} {p.value:.2f} ms" if p.value is not None else "no percentile"
     ctx.event(
@@ -205,27 +212,37 @@ def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: l
     ctx.again = True
 
 
-def save_series(ctx: RunContext, step: StepStatus, pods: list[JSON]) -> None:
-    """Keep the per-interval series of every client in the results ConfigMap."""
-    run, st = ctx.run, ctx.st
-    name = object_name(run.name, "results")
-    # Earlier steps' series are kept: the ConfigMap is rewritten whole after each step.
-    current = ctx.kube.configmap_data(run.namespace, name) or {}
-    try:
-        series = dict(json.loads(current.get("series.json") or "{}"))
-    except (TypeError, ValueError):  # hand-edited or truncated: start the series afresh
-        series = {}
+def read_step_series(
+    ctx: RunContext, step: StepStatus, pods: list[JSON]
+) -> tuple[StepSeries, list[str]]:
+    """Every client's interval series from its log; a log without a readable one is noted."""
     per_client = {}
+    notes = []
     for pod in pods:
-        log = ctx.kube.pod_log(run.namespace, pod["metadata"]["name"], RUNNER_CONTAINER)
-        found = read_series(log or "")
+        log = ctx.kube.pod_log(ctx.run.namespace, pod["metadata"]["name"], RUNNER_CONTAINER)
+        try:
+            found = read_series(log or "")
+        except ValueError as exc:  # a garbled or cut series line: the numbers stand without it
+            notes.append(
+                f"client {client_index(pod)}: the interval series in the log of pod "
+                f"{pod['metadata']['name']} could not be read ({exc}): not kept"
+            )
+            continue
         if found is not None:
             per_client[client_index(pod)] = found
-    series[str(step.index)] = {
-        "workload": step.workload,
-        "threads": step.threads,
-        "clients": per_client,
-    }
+    return step_series(step.workload, step.threads, per_client), notes
+
+
+def save_results(ctx: RunContext, index: int, series: StepSeries) -> None:
+    """Write step `index`'s series and the index of the run's results (domain.results_store).
+
+    Each object is within the store's budget by construction; a step's series objects are
+    written once, the small index after every step.
+    """
+    run, st = ctx.run, ctx.st
+    name = object_name(run.name, "results")
+    budget = ctx.deps.results_budget
     steps = [s.model_dump(by_alias=True, exclude_none=True, mode="json") for s in st.steps]
-    ctx.kube.upsert_configmap(build_results_configmap(run, name, series, steps))
+    for part in [*series_parts(name, index, series, budget), *index_parts(name, steps, budget)]:
+        ctx.kube.upsert_configmap(build_results_configmap(run, part.name, part.data))
     st.results_config_map = name
