@@ -116,7 +116,12 @@ class FakeKube:
                 "job-name": job_name,
             }
             self.pod_store[key] = {
-                "metadata": {"name": key[1], "namespace": namespace, "labels": labels},
+                "metadata": {
+                    "name": key[1],
+                    "namespace": namespace,
+                    "labels": labels,
+                    "creationTimestamp": _ts(self.clock()),
+                },
                 "spec": copy.deepcopy(job["spec"]["template"]["spec"]),
                 "status": {"phase": "Pending"},
             }
@@ -203,6 +208,40 @@ class FakeKube:
                     }
                 ],
             }
+
+    def container_waiting(self, namespace: str, job_name: str, reason: str, message: str) -> None:
+        """The kubelet cannot start the Job's container (ErrImagePull, ImagePullBackOff, ...)."""
+        self.schedule(namespace, job_name)
+        pod = self._pod_for(namespace, job_name)
+        image = pod["spec"]["containers"][0]["image"]
+        pod["status"] = {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "True"}],
+            "containerStatuses": [
+                {"name": "runner", "image": image,
+                 "state": {"waiting": {"reason": reason, "message": message}}}
+            ],
+        }  # fmt: skip
+
+    def kill_pod(
+        self, namespace: str, job_name: str, *, reason: str, evicted: bool = False
+    ) -> None:
+        """The Job's pod was killed without a result: OOMKilled (137), or evicted by its node.
+
+        The Job fails (backoffLimit 0), as the Job controller would mark it.
+        """
+        self.finish_job(namespace, job_name, None, exit_code=137)
+        pod = self._pod_for(namespace, job_name)
+        term = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+        term["reason"] = reason
+        if evicted:
+            pod["status"]["reason"] = "Evicted"
+            pod["status"]["message"] = "The node was low on resource: memory."
+            pod["status"]["containerStatuses"] = []
+
+    def delete_pod(self, namespace: str, job_name: str) -> None:
+        """Someone deleted the Job's pod (the Job controller has not replaced it yet)."""
+        self.pod_store.pop((namespace, f"{job_name}-pod"), None)
 
     # ---- the Kube interface: reads -------------------------------------------------------
     def secret_keys(self, namespace: str, name: str) -> set[str] | None:

@@ -114,7 +114,10 @@ def test_a_kubectl_list_of_one_run_is_accepted() -> None:
     ("doc", "words"),
     [
         ({"kind": "List", "items": [saved_run(), saved_run()]}, "exactly one run"),
-        ({"kind": "ConfigMap", "metadata": {"name": "x"}, "data": {}}, "no ConfigMap with steps.json"),
+        (
+            {"kind": "ConfigMap", "metadata": {"name": "x"}, "data": {}},
+            "no ConfigMap with steps.json",
+        ),
         ({"kind": "Secret", "metadata": {"name": "x"}}, "without a BenchmarkRun status"),
         ([1, 2], "expected a BenchmarkRun"),
     ],

@@ -701,10 +701,10 @@ def test_a_vanished_client_job_restarts_the_step() -> None:
     bed.kube.job_store.pop((NS, "sweep-s0-c1"))
     bed.reconcile()
     assert bed.step(0)["phase"] == "Pending"
-    assert "a client Job vanished" in bed.step(0)["notes"][0]
+    assert "a client Job was deleted" in bed.step(0)["notes"][0]
     assert "sweep-s0-c0" in bed.kube.deleted_jobs
     bed.reconcile()
-    assert {"sweep-s0-c0", "sweep-s0-c1"} <= set(bed.kube.job_names(NS))
+    assert {"sweep-s0-c0-r1", "sweep-s0-c1-r1"} <= set(bed.kube.job_names(NS))
 
 
 # --- scheduling -------------------------------------------------------------------------------
@@ -782,8 +782,8 @@ def test_a_failed_client_job_fails_the_run_with_the_runners_message_and_deletes_
     failure = {
         "v": 1,
         "ok": False,
-        "kind": "connect",
-        "message": "sysbench 1.0.20 could not connect to MySQL server on host 'basic-tidb', port 4000",
+        "kind": "sql-error",
+        "message": "sysbench 1.0.20: SQL error 1146 (Table 'sbtest.sbtest1' doesn't exist)",
     }
     bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 5000.0, 2.0))
     bed.kube.finish_job(NS, "sweep-s0-c1", failure)
@@ -792,22 +792,125 @@ def test_a_failed_client_job_fails_the_run_with_the_runners_message_and_deletes_
     assert st["phase"] == "Failed"
     assert bed.condition("Failed")["reason"] == "StepFailed"
     assert st["message"] == (
-        "step 1 (oltp_point_select, 8 threads), Job sweep-s0-c1: sysbench 1.0.20 could not "
-        "connect to MySQL server on host 'basic-tidb', port 4000"
+        "step 1 (oltp_point_select, 8 threads), Job sweep-s0-c1: sysbench 1.0.20: SQL error "
+        "1146 (Table 'sbtest.sbtest1' doesn't exist)"
     )
     assert st["steps"][0]["phase"] == "Failed"
     assert bed.kube.job_names(NS) == []
 
 
 def test_a_runner_that_crashed_without_a_document_fails_with_its_exit_code() -> None:
-    bed = Bed(run_spec(threads=[8]))
+    bed = Bed(run_spec(threads=[8], stepRetries=0))
     bed.to_running()
     bed.kube.finish_job(NS, "sweep-s0-c0", None, exit_code=137)
     bed.reconcile()
     assert bed.status["phase"] == "Failed"
-    assert bed.status["message"].endswith(
-        "Job sweep-s0-c0: BackoffLimitExceeded: Job has reached the specified backoff limit"
+    assert bed.status["message"] == (
+        "step 1 (oltp_point_select, 8 threads): pod sweep-s0-c0-pod: runner exited 137 (Error) "
+        "without a result; it ran 1 time(s) and spec.stepRetries is 0"
     )
+
+
+# --- lost clients: retried, the cause named ---------------------------------------------------
+
+
+def test_an_oom_killed_client_is_named_and_its_step_retried_then_recorded() -> None:
+    bed = Bed(run_spec(threads=[8, 16], resources={"limits": {"memory": "256Mi"}}))
+    bed.to_running()
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 8000.0, 2.0), log=series_log([8000.0]))
+    bed.reconcile()
+    bed.kube.kill_pod(NS, "sweep-s1-c0", reason="OOMKilled")
+    bed.reconcile()
+    step = bed.step(1)
+    assert (step["phase"], step["attempt"]) == ("Pending", 1)
+    assert "pod sweep-s1-c0-pod was OOM-killed (memory limit 256Mi)" in step["notes"][0]
+    assert bed.kube.job_names(NS)[-1] != "sweep-s1-c0", "the lost attempt's Job is deleted"
+    retried = bed.kube.events_of(["StepRetried"])[0]["message"]
+    assert retried.startswith("step 2 (oltp_point_select, 16 threads): pod sweep-s1-c0-pod was")
+    assert retried.endswith("retry 1 of 2")
+    bed.reconcile()
+    assert bed.step(1)["jobNames"] == ["sweep-s1-c0-r1"]
+    bed.kube.finish_job(NS, "sweep-s1-c0-r1", result_doc(16, 9000.0, 3.0))
+    bed.reconcile()
+    assert bed.status["phase"] == "Succeeded"
+    assert [s["qps"] for s in bed.status["steps"]] == [8000.0, 9000.0]
+    assert bed.step(0)["attempt"] == 0 and bed.step(1)["attempt"] == 1
+
+
+def test_an_evicted_client_is_named() -> None:
+    bed = Bed(run_spec(threads=[8], stepRetries=0))
+    bed.to_running()
+    bed.kube.kill_pod(NS, "sweep-s0-c0", reason="Error", evicted=True)
+    bed.reconcile()
+    assert bed.status["phase"] == "Failed"
+    assert (
+        "pod sweep-s0-c0-pod was evicted: The node was low on resource: memory."
+        in (bed.status["message"])
+    )
+
+
+def test_a_client_pod_deleted_mid_step_is_retried_and_the_retries_are_bounded() -> None:
+    bed = Bed(run_spec(threads=[8], stepRetries=1))
+    bed.to_running()
+    bed.kube.schedule(NS, "sweep-s0-c0")
+    bed.reconcile()
+    assert bed.step(0)["podNames"] == ["sweep-s0-c0-pod"]
+    bed.kube.delete_pod(NS, "sweep-s0-c0")
+    bed.reconcile()
+    assert bed.step(0)["attempt"] == 1
+    assert "client pod sweep-s0-c0-pod was deleted mid-step" in bed.step(0)["notes"][0]
+    bed.reconcile()
+    bed.kube.kill_pod(NS, "sweep-s0-c0-r1", reason="OOMKilled")
+    bed.reconcile()
+    assert bed.status["phase"] == "Failed"
+    assert "it ran 2 time(s) and spec.stepRetries is 1" in bed.status["message"]
+    assert bed.kube.job_names(NS) == []
+
+
+def test_a_client_that_lost_the_database_is_retried() -> None:
+    bed = Bed(run_spec(threads=[8]))
+    bed.to_running()
+    lost = {"v": 1, "ok": False, "kind": "sql-error",
+            "message": "sysbench 1.0.20: SQL error 2013 (Lost connection to MySQL server)"}  # fmt: skip
+    bed.kube.finish_job(NS, "sweep-s0-c0", lost)
+    bed.reconcile()
+    assert bed.step(0)["attempt"] == 1 and bed.status["phase"] == "Running"
+
+
+def test_pods_deleted_after_their_step_finished_rerun_the_step_instead_of_failing_it() -> None:
+    bed = Bed(run_spec(threads=[8]))
+    bed.to_running()
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 8000.0, 2.0))
+    bed.kube.delete_pod(NS, "sweep-s0-c0")  # while the controller was away
+    bed.reconcile()
+    assert bed.status["phase"] == "Running"
+    assert (
+        "the pods of Job sweep-s0-c0 were deleted before the controller read"
+        in (bed.step(0)["notes"][0])
+    )
+
+
+@pytest.mark.parametrize(
+    ("reason", "age", "fails"),
+    [("ImagePullBackOff", 0, True), ("ErrImagePull", 5, False), ("ErrImagePull", 31, True),
+     ("CreateContainerConfigError", 0, True), ("ContainerCreating", 300, False)],
+)  # fmt: skip
+def test_a_container_that_cannot_start_fails_the_run_naming_the_image(
+    reason: str, age: int, fails: bool
+) -> None:
+    bed = Bed(run_spec(threads=[8], image="registry.invalid/tidb-bench:typo"))
+    bed.to_running()
+    said = 'Back-off pulling image "registry.invalid/tidb-bench:typo"'
+    bed.kube.container_waiting(NS, "sweep-s0-c0", reason, said)
+    bed.clock.advance(age)
+    bed.reconcile()
+    if not fails:
+        assert bed.status["phase"] == "Running"
+        return
+    assert bed.status["phase"] == "Failed"
+    assert bed.condition("Failed")["reason"] == "ContainerCannotStart"
+    assert f"image registry.invalid/tidb-bench:typo: {reason}: {said}" in bed.status["message"]
+    assert bed.kube.job_names(NS) == []
 
 
 def test_a_termination_message_that_is_not_json_is_quoted_as_the_reason() -> None:

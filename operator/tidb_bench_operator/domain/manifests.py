@@ -104,8 +104,14 @@ def owner_name(metadata: Mapping[str, Any], kind: str) -> str | None:
     return None
 
 
-def step_job_name(run: str, step: int, client: int) -> str:
-    """Deterministic Job name: re-creating after a controller restart finds the same Job."""
+def step_job_name(run: str, step: int, client: int, attempt: int = 0) -> str:
+    """Deterministic Job name: re-creating after a controller restart finds the same Job.
+
+    A retried step's Jobs get the attempt in their names (`-r1`), so they never meet the
+    Jobs of the attempt before, which may still be going away.
+    """
+    if attempt:
+        return object_name(run, f"s{step}", f"c{client}", f"r{attempt}")
     return object_name(run, f"s{step}", f"c{client}")
 
 
@@ -237,7 +243,7 @@ def build_runner_job(
         "containers": [
             {
                 "name": "runner",
-                "image": image or spec.image or DEFAULT_IMAGE,
+                "image": spec.image or image or DEFAULT_IMAGE,
                 "imagePullPolicy": "IfNotPresent",
                 "command": ["tidb-bench", "runner"],
                 "args": runner_args,

@@ -16,9 +16,12 @@ from tidb_bench_operator.domain.jobs import (
     client_index,
     job_failure_text,
     job_finished,
+    loss_cause,
+    pods_of,
     run_selector,
     runner_report,
     start_at_of,
+    start_failure,
     unschedulable_reason,
 )
 from tidb_bench_operator.domain.manifests import (
@@ -40,6 +43,7 @@ from tidb_bench_operator.domain.runner_message import (
     RunnerFailure,
     StepReport,
     combine_clients,
+    is_retried,
     read_series,
 )
 from tidb_bench_operator.domain.status import condition_reason
@@ -47,6 +51,9 @@ from tidb_bench_operator.reconcile.context import JSON, RunContext
 
 #: A step's Jobs may run this long beyond the start lead, warm-up and duration.
 STEP_DEADLINE_SLACK_SECONDS = 300
+#: A retried step starts again after this many seconds times its retry number (the database
+#: that went away gets time to come back).
+RETRY_DELAY_SECONDS = 3.0
 
 
 def run_steps(ctx: RunContext) -> bool:
@@ -66,9 +73,10 @@ def run_steps(ctx: RunContext) -> bool:
 
 
 def start(ctx: RunContext, step: StepStatus) -> None:
-    """Create the step's client Jobs (idempotent: their names are fixed)."""
+    """Create the step's client Jobs (idempotent: their names are fixed per attempt)."""
     spec, run, st = ctx.spec, ctx.run, ctx.st
-    existing = ctx.kube.jobs(run.namespace, run_selector(run, "step", step.index))
+    names = [step_job_name(run.name, step.index, c, step.attempt) for c in range(spec.clients)]
+    existing = _current(ctx.kube.jobs(run.namespace, run_selector(run, "step", step.index)), names)
     # After a restart some Jobs of this step may exist already: keep their start time so
     # all clients still start together. One client needs no rendezvous (and cannot be late
     # for one: a slow pod start under load must not make its step invalid); several get a
@@ -82,9 +90,7 @@ def start(ctx: RunContext, step: StepStatus) -> None:
         + spec.duration_seconds
         + STEP_DEADLINE_SLACK_SECONDS
     )
-    names = []
-    for c in range(spec.clients):
-        name = step_job_name(run.name, step.index, c)
+    for c, name in enumerate(names):
         args = build_step_runner_args(
             spec, ctx.endpoint, workload=step.workload, threads=step.threads, start_at=start_at
         )
@@ -93,31 +99,58 @@ def start(ctx: RunContext, step: StepStatus) -> None:
             step=step.index, client=c, active_deadline_seconds=deadline, image=ctx.deps.image,
         )  # fmt: skip
         ctx.kube.create_job(job)
-        names.append(name)
     step.phase = StepPhase.RUNNING
     step.started_at = ctx.now
     step.job_names = names
+    step.pod_names = []
     msg = (
         f"step {step.index + 1}/{len(st.steps)}: {step.workload} at {step.threads} threads"
         f" x {spec.clients} client(s)"
         + (f", starting together at {start_at.isoformat()}" if start_at else "")
+        + (f" (retry {step.attempt} of {spec.step_retries})" if step.attempt else "")
     )
     ctx.condition("Progressing", "True", "StepRunning", msg)
     ctx.event("Normal", "StepStarted", msg)
     ctx.wait(1.0)
 
 
+def _current(jobs: list[JSON], names: list[str]) -> list[JSON]:
+    """The Jobs of this attempt (a retried step's old Jobs may still be going away)."""
+    return [j for j in jobs if j["metadata"]["name"] in names]
+
+
 def observe(ctx: RunContext, step: StepStatus) -> None:
-    """Look at a running step's Jobs: restart, wait, fail, or record it."""
+    """Look at a running step's Jobs: retry, wait, fail, or record it."""
     spec, run = ctx.spec, ctx.run
     selector = run_selector(run, "step", step.index)
-    jobs = ctx.kube.jobs(run.namespace, selector)
-    pods = ctx.kube.pods(run.namespace, selector)
+    names = step.job_names or [
+        step_job_name(run.name, step.index, c, step.attempt) for c in range(spec.clients)
+    ]
+    jobs = _current(ctx.kube.jobs(run.namespace, selector), names)
+    pods = [p for j in jobs for p in pods_of(j, ctx.kube.pods(run.namespace, selector))]
+    pods = list({p["metadata"]["name"]: p for p in pods}.values())
     if len(jobs) < spec.clients:
-        _restart(ctx, step)
+        retry(ctx, step, "a client Job was deleted")
+        return
+    hopeless = start_failure(pods, ctx.now)
+    if hopeless:
+        ctx.delete_jobs(role="step", step=step.index)
+        step.phase = StepPhase.FAILED
+        ctx.fail(
+            "ContainerCannotStart",
+            f"step {step.index + 1} ({step.workload}, {step.threads} threads): the benchmark "
+            f"container cannot start: {hopeless}; fix spec.image (or remove it to use the "
+            "controller's runner image) or the Secret the pod reads",
+        )
     elif unschedulable_reason(pods):
         _unschedulable(ctx, step, unschedulable_reason(pods))
     elif not all(job_finished(j) for j in jobs):
+        seen = {p["metadata"]["name"] for p in pods}
+        gone = [n for n in step.pod_names if n not in seen]
+        if gone:
+            retry(ctx, step, f"client pod {gone[0]} was deleted mid-step")
+            return
+        step.pod_names = sorted(set(step.pod_names) | seen)
         if condition_reason(ctx.st.conditions, "Progressing") == "Unschedulable":
             ctx.condition("Progressing", "True", "StepRunning", f"step {step.index + 1}: scheduled")
         ctx.wait(1.0)
@@ -127,13 +160,34 @@ def observe(ctx: RunContext, step: StepStatus) -> None:
             record(ctx, step, reports, pods)
 
 
-def _restart(ctx: RunContext, step: StepStatus) -> None:
-    """Someone deleted a Job mid-step: its clients cannot be re-synchronised, so the step
-    starts over (a lost step would be worse than a repeated one)."""
+def retry(ctx: RunContext, step: StepStatus, cause: str) -> None:
+    """A client was lost (`cause`): run the step again, or fail once spec.stepRetries are used.
+
+    Its clients cannot be re-synchronised, so the whole step starts over with new Jobs (a
+    lost step would be worse than a repeated one); steps already measured are kept.
+    """
+    what = f"step {step.index + 1} ({step.workload}, {step.threads} threads)"
     ctx.delete_jobs(role="step", step=step.index)
+    if step.attempt >= ctx.spec.step_retries:
+        step.phase = StepPhase.FAILED
+        step.finished_at = ctx.now
+        step.notes = [*step.notes, f"attempt {step.attempt + 1}: {cause}"]
+        ctx.fail(
+            "StepFailed",
+            f"{what}: {cause}; it ran {step.attempt + 1} time(s) and spec.stepRetries is "
+            f"{ctx.spec.step_retries}",
+        )
+        return
+    step.notes = [*step.notes, f"attempt {step.attempt + 1} stopped at {ctx.now.isoformat()}: "
+                  f"{cause}; run again"]  # fmt: skip
+    step.attempt += 1
     step.phase = StepPhase.PENDING
-    step.notes = [*step.notes, f"restarted at {ctx.now.isoformat()}: a client Job vanished"]
-    ctx.event("Warning", "StepRestarted", f"step {step.index + 1}: a Job vanished")
+    step.job_names = []
+    step.pod_names = []
+    ctx.event("Warning", "StepRetried", f"{what}: {cause}; retry {step.attempt} of "
+              f"{ctx.spec.step_retries}")  # fmt: skip
+    ctx.condition("Progressing", "True", "StepRetried", f"{what}: {cause}")
+    ctx.wait(RETRY_DELAY_SECONDS * step.attempt)
 
 
 def _unschedulable(ctx: RunContext, step: StepStatus, why: str) -> None:
@@ -161,18 +215,27 @@ def _unschedulable(ctx: RunContext, step: StepStatus, why: str) -> None:
 def _reports(
     ctx: RunContext, step: StepStatus, jobs: list[JSON], pods: list[JSON]
 ) -> list[StepReport] | None:
-    """Every client's report, in client order; None (and the run failed) if one has none."""
+    """Every client's report, in client order; None when the step was retried or failed.
+
+    A client without a result (its pod killed or gone) or one that lost the database is
+    retried; a runner that reports a failure of the step itself fails the run.
+    """
     reports = []
     for job in sorted(jobs, key=lambda j: j["metadata"]["name"]):
         report = runner_report(job, pods, StepReport)
-        if not isinstance(report, StepReport):
-            why = report.message if isinstance(report, RunnerFailure) else ""
+        if report is None:
+            retry(ctx, step, loss_cause(job, pods))
+            return None
+        if isinstance(report, RunnerFailure):
+            if is_retried(report):
+                retry(ctx, step, f"Job {job['metadata']['name']}: {report.message}")
+                return None
             step.phase = StepPhase.FAILED
             step.finished_at = ctx.now
             ctx.fail(
                 "StepFailed",
                 f"step {step.index + 1} ({step.workload}, {step.threads} threads), Job "
-                f"{job['metadata']['name']}: {why or job_failure_text(job, pods)}",
+                f"{job['metadata']['name']}: {report.message or job_failure_text(job, pods)}",
             )
             return None
         reports.append(report)
