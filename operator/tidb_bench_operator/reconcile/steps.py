@@ -12,12 +12,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 from tidb_bench_operator.domain.jobs import (
+    JOB_CONTROLLER_UID,
     RUNNER_CONTAINER,
     client_index,
     job_failure_text,
     job_finished,
     loss_cause,
-    pods_of,
     run_selector,
     runner_report,
     start_at_of,
@@ -127,8 +127,11 @@ def observe(ctx: RunContext, step: StepStatus) -> None:
         step_job_name(run.name, step.index, c, step.attempt) for c in range(spec.clients)
     ]
     jobs = _current(ctx.kube.jobs(run.namespace, selector), names)
-    pods = [p for j in jobs for p in pods_of(j, ctx.kube.pods(run.namespace, selector))]
-    pods = list({p["metadata"]["name"]: p for p in pods}.values())
+    uids = {j["metadata"]["uid"] for j in jobs}
+    pods = [
+        p for p in ctx.kube.pods(run.namespace, selector)
+        if (p["metadata"].get("labels") or {}).get(JOB_CONTROLLER_UID) in uids
+    ]  # fmt: skip
     if len(jobs) < spec.clients:
         retry(ctx, step, "a client Job was deleted")
         return
