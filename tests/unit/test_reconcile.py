@@ -1131,3 +1131,16 @@ def test_a_running_run_without_steps_fails_instead_of_looping() -> None:
     bed.reconcile()
     assert bed.status["phase"] == "Failed"
     assert bed.condition("Failed")["reason"] == "Internal"
+
+
+def test_a_killed_pod_whose_message_is_its_log_tail_is_retried_not_misread() -> None:
+    bed = Bed(run_spec(threads=[8]))
+    bed.to_running()
+    bed.kube.kill_pod(NS, "sweep-s0-c0", reason="OOMKilled")
+    pod = bed.kube.pod_of(NS, "sweep-s0-c0")
+    assert pod is not None
+    term = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    term["message"] = "[ 10s ] thds: 1 tps: 100.00 qps: 100.00"  # FallbackToLogsOnError
+    bed.reconcile()
+    assert bed.status["phase"] == "Running" and bed.step(0)["attempt"] == 1
+    assert "was OOM-killed" in bed.step(0)["notes"][0]

@@ -226,6 +226,22 @@ def loss_cause(job: JSON, pods: Sequence[JSON]) -> str:
     return f"Job {name} ended without a result"
 
 
+def was_killed(job: JSON, pods: Sequence[JSON]) -> bool:
+    """True when the Job's pod was killed from outside (evicted, OOM, node lost, a signal).
+
+    Its termination message may then be a log tail (FallbackToLogsOnError), not a result.
+    """
+    for pod in pods_of(job, pods):
+        ps = pod.get("status") or {}
+        if ps.get("reason") in ("Evicted", "NodeLost", "NodeShutdown", "Terminated"):
+            return True
+        for cs in ps.get("containerStatuses") or []:
+            term = (cs.get("state") or {}).get("terminated") or {}
+            if term.get("reason") == "OOMKilled" or term.get("exitCode") in (137, 143):
+                return True
+    return False
+
+
 def _memory_limit(pod: JSON, container: str) -> str:
     for c in pod["spec"].get("containers") or []:
         if c.get("name") == container:

@@ -23,6 +23,7 @@ from tidb_bench_operator.domain.jobs import (
     start_at_of,
     start_failure,
     unschedulable_reason,
+    was_killed,
 )
 from tidb_bench_operator.domain.manifests import (
     START_LEAD_SECONDS,
@@ -226,7 +227,8 @@ def _reports(
     reports = []
     for job in sorted(jobs, key=lambda j: j["metadata"]["name"]):
         report = runner_report(job, pods, StepReport)
-        if report is None:
+        unread = isinstance(report, RunnerFailure) and report.kind == "unreadable"
+        if report is None or (unread and was_killed(job, pods)):
             retry(ctx, step, loss_cause(job, pods))
             return None
         if isinstance(report, RunnerFailure):
