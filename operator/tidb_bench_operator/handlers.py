@@ -133,7 +133,7 @@ def _needs_reconcile(status: Any, spec: Any, **_: Any) -> bool:
     GROUP, VERSION, "benchmarkruns", id="reconcile", interval=RUN_TICK_SECONDS,
     when=_needs_reconcile,
 )  # fmt: skip
-async def on_timer_benchmarkrun(body: Any, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
+async def on_timer_benchmarkrun(body: Any, memo: kopf.Memo, **_: Any) -> None:
     """Advance the run one step; blocking client calls run in a worker thread.
 
     A run that asked to be looked at later than the next tick (it waits for preflight's
@@ -143,12 +143,11 @@ async def on_timer_benchmarkrun(body: Any, patch: kopf.Patch, memo: kopf.Memo, *
     now = time.monotonic()
     if controller is None or now < memo.get("look_again_at", 0.0):
         return
-    out = await asyncio.to_thread(controller.runs.reconcile, _ours(body))
-    hint = out.requeue_seconds or 0.0
+    # tick() writes the status itself and never raises: kopf's own patch, failing past its
+    # retries, would stop this timer for good (and a raise would only be logged).
+    hint = await asyncio.to_thread(controller.runs.tick, _ours(body)) or 0.0
     # Half a tick early: the timer's next firing after that point is the wanted one.
     memo["look_again_at"] = now + hint - RUN_TICK_SECONDS / 2 if hint > RUN_TICK_SECONDS else 0.0
-    if out.status:
-        patch.status.update(out.status)
 
 
 @kopf.timer(
@@ -178,6 +177,7 @@ def on_event_benchmarkrun(body: Any, memo: kopf.Memo, type: str | None = None, *
     metrics = controller.metrics
     if type == "DELETED":
         metrics.forget_run(_plain(body))
+        controller.runs.forget(str((body.get("metadata") or {}).get("uid")))
     else:
         metrics.observe_run(_plain(body))
 
@@ -195,6 +195,19 @@ def on_event_benchmarkschedule(
         metrics.forget_schedule(_plain(body))
     else:
         metrics.observe_schedule(_plain(body))
+
+
+@kopf.on.probe(id="reconciles")
+def on_probe_reconciles(memo: kopf.Memo, **_: Any) -> dict[str, str]:
+    """/healthz: red (HTTP 500) while a run's reconciles have kept failing for 2 minutes.
+
+    kopf answers 500 when a probe raises; the message names the runs and their last error.
+    """
+    controller = _controller(memo)
+    failing = controller.runs.health() if controller is not None else {}
+    if failing:
+        raise kopf.PermanentError(f"runs whose reconciles keep failing: {failing}")
+    return {"failingRuns": "none"}
 
 
 def run_operator(namespaces: list[str] | None = None) -> None:

@@ -310,6 +310,11 @@ class FakeKube:
     def create_event(self, body: JSON) -> None:
         self.events.append(copy.deepcopy(body))
 
+    def patch_benchmark_run_status(self, namespace: str, name: str, status: JSON) -> None:
+        """A merge patch of the stored run's status (None values remove keys)."""
+        run = self.runs[(namespace, name)]
+        run["status"] = _merged(run.get("status") or {}, copy.deepcopy(status))
+
     # ---- reading what happened -----------------------------------------------------------
     def event_reasons(self) -> list[str]:
         return [e["reason"] for e in self.events]
@@ -317,6 +322,19 @@ class FakeKube:
     def events_of(self, reasons: Iterable[str]) -> list[JSON]:
         wanted = set(reasons)
         return [e for e in self.events if e["reason"] in wanted]
+
+
+def _merged(target: Any, patch: Any) -> Any:
+    """RFC 7386 merge patch."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = _merged(result.get(key), value)
+    return result
 
 
 def _in(key: Key, obj: JSON, namespace: str | None, selector: str) -> bool:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from testbed.fake_kube import FakeClock, FakeKube
+from tidb_bench_operator.adapters.k8s import KubeError
 from tidb_bench_operator.domain.manifests import Endpoint
 from tidb_bench_operator.domain.models import BenchmarkRunSpec
 from tidb_bench_operator.domain.preflight import CHECK_NAMES, CheckResult, evaluate
@@ -1144,3 +1145,73 @@ def test_a_killed_pod_whose_message_is_its_log_tail_is_retried_not_misread() -> 
     bed.reconcile()
     assert bed.status["phase"] == "Running" and bed.step(0)["attempt"] == 1
     assert "was OOM-killed" in bed.step(0)["notes"][0]
+
+
+# --- a reconcile that keeps failing, a status edited by hand --------------------------------
+
+
+def stored_status(bed: Bed) -> JSON:
+    return dict(bed.kube.runs[(NS, bed.name)].get("status") or {})
+
+
+def test_a_failing_reconcile_shows_in_status_and_health_and_fails_the_run_after_its_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bed = Bed(run_spec(threads=[8]))
+    bed.to_running()
+
+    def broken(*_: Any) -> list[JSON]:
+        raise KubeError("listing Jobs in namespace bench: 503 Service Unavailable")
+
+    monkeypatch.setattr(bed.kube, "jobs", broken)
+    hint = bed.reconciler.tick(bed.kube.runs[(NS, bed.name)])
+    assert hint == 2.0
+    cond = next(c for c in stored_status(bed)["conditions"] if c["type"] == "ReconcileFailing")
+    assert cond["status"] == "True" and "503 Service Unavailable" in cond["message"]
+    assert stored_status(bed)["phase"] == "Running"
+    assert bed.reconciler.health() == {}, "not red at the first failure"
+    bed.clock.advance(150)
+    bed.reconciler.tick(bed.kube.runs[(NS, bed.name)])
+    assert "503 Service Unavailable" in bed.reconciler.health()[bed.body["metadata"]["uid"]]
+    # A controller restarted meanwhile keeps counting from the condition's time.
+    fresh = RunReconciler(bed.kube, clock=bed.clock, image="tidb-bench:test")
+    bed.clock.advance(151)
+    monkeypatch.undo()
+    monkeypatch.setattr(bed.kube, "jobs", broken)
+    fresh.tick(bed.kube.runs[(NS, bed.name)])
+    st = stored_status(bed)
+    assert st["phase"] == "Failed"
+    assert st["message"].startswith("the controller could not reconcile this run for 301s")
+    assert fresh.health() == {}
+
+
+def test_a_reconcile_that_recovers_clears_its_condition() -> None:
+    bed = Bed(run_spec(threads=[8]))
+    bed.to_running()
+    real = bed.kube.jobs
+    bed.kube.jobs = lambda *_: (_ for _ in ()).throw(KubeError("timed out"))  # type: ignore[method-assign]
+    bed.reconciler.tick(bed.kube.runs[(NS, bed.name)])
+    bed.kube.jobs = real  # type: ignore[method-assign]
+    bed.reconciler.tick(bed.kube.runs[(NS, bed.name)])
+    cond = next(c for c in stored_status(bed)["conditions"] if c["type"] == "ReconcileFailing")
+    assert (cond["status"], cond["reason"]) == ("False", "Recovered")
+
+
+def test_a_status_edited_by_hand_fails_the_run_naming_the_field_and_deletes_its_jobs() -> None:
+    bed = Bed(run_spec(threads=[8, 16]))
+    bed.to_running()
+    bed.body["status"]["steps"][0]["threads"] = "many"
+    bed.reconcile()
+    st = bed.status
+    assert st["phase"] == "Failed"
+    assert bed.condition("Failed")["reason"] == "InvalidStatus"
+    assert st["message"].startswith("status.steps.0.threads: Input should be a valid integer")
+    assert "'many'" in st["message"]
+    assert bed.kube.job_names(NS) == []
+    assert not st.get("steps"), "the unreadable status is replaced, not merged"
+
+
+def test_a_finished_runs_unreadable_status_is_left_alone() -> None:
+    bed = Bed(run_spec(threads=[8]))
+    bed.body["status"] = {"phase": "Succeeded", "steps": [{"index": "x"}]}
+    assert bed.reconcile().status == {}

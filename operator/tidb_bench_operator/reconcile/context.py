@@ -89,6 +89,10 @@ class RunKube(Protocol):
         """Post an Event (best effort)."""
         ...
 
+    def patch_benchmark_run_status(self, namespace: str, name: str, status: JSON) -> None:
+        """Merge-patch a BenchmarkRun's status."""
+        ...
+
 
 @dataclass(frozen=True)
 class Deps:
