@@ -136,7 +136,9 @@ def is_retried(f: RunnerFailure) -> bool:
     """True when the failure is the database or the pod going away, not the step itself."""
     if f.kind in RETRIED_KINDS:
         return True
-    return f.kind == "sql-error" and any(f"error {n}" in f.message for n in RETRIED_ERRNOS)
+    return f.kind in ("sql-error", "fatal") and any(
+        f"error {n}" in f.message for n in RETRIED_ERRNOS
+    )
 
 
 def failure(kind: str, message: str) -> RunnerFailure:
