@@ -393,7 +393,9 @@ def test_a_run_deleted_mid_step_stops_sysbench_within_seconds_before_the_next_ru
     gone = time.monotonic() - t0
     gone_at = time.time()
     print(f"run deleted mid-step: sysbench gone {gone:.2f}s after the delete")
-    assert gone < 5.0, gone  # the bound: SIGTERM to the runner, which stops sysbench at once
+    # The bound: the run deleted, its Jobs and pods garbage-collected, SIGTERM to the runner,
+    # which stops sysbench at once (it would otherwise run on for the 10 s grace period).
+    assert gone < 10.0, gone
     st = finished(api, namespace, "next", 120)
     all_measured(st)
     started = time.mktime(time.strptime(st["startedAt"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
