@@ -80,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         metavar="NAME|FILE",
         help="a BenchmarkRun in the cluster (KUBECONFIG), or a saved BenchmarkRun "
-        "(kubectl get -o yaml/json) or results ConfigMap; - reads stdin",
+        "(kubectl get -o yaml/json) or its results ConfigMaps (kubectl get configmaps -l "
+        "tidbbench.io/run=NAME -o yaml); - reads stdin",
     )
     report.add_argument(
         "-n", "--namespace", help="namespace of NAME (default: the kubeconfig context's)"

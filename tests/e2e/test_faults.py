@@ -57,7 +57,8 @@ def fault_run(name: str, mariadb: dict[str, Any], **spec: Any) -> dict[str, Any]
         "reportIntervalSeconds": 1,
         "ttlSecondsAfterFinished": 0,
     }
-    return run_manifest(name, mariadb, **{**base, **spec})
+    merged = {k: v for k, v in {**base, **spec}.items() if v is not None}
+    return run_manifest(name, mariadb, **merged)
 
 
 def status(api: client.ApiClient, ns: str, name: str) -> dict[str, Any]:
