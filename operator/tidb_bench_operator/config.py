@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tidb_bench_operator.domain.manifests import DEFAULT_IMAGE, PASSWORD_ENV, USER_ENV
-from tidb_bench_operator.domain.results_store import DEFAULT_BUDGET
+from tidb_bench_operator.domain.results_store import CONFIGMAP_LIMIT, DEFAULT_BUDGET
 
 DEFAULT_LIVENESS = "http://0.0.0.0:8080/healthz"
 
@@ -75,7 +75,7 @@ def _results_bytes(text: str | None) -> int:
     if not 1024 <= value <= DEFAULT_BUDGET:
         raise ValueError(
             f"TIDB_BENCH_RESULTS_OBJECT_BYTES={text}: must be 1024..{DEFAULT_BUDGET} (a "
-            "ConfigMap holds at most 1 MiB)"
+            f"ConfigMap holds at most {CONFIGMAP_LIMIT} bytes, keys included)"
         )
     return value
 

@@ -89,7 +89,7 @@ class Stopper:
         self.requested = threading.Event()
         self.proc: subprocess.Popen[str] | None = None
 
-    def handle(self, signum: int, _frame: object = None) -> None:
+    def handle(self, _signum: int, _frame: object = None) -> None:
         self.requested.set()
         self.kill(signal.SIGTERM)
         timer = threading.Timer(SYSBENCH_STOP_SECONDS, self.kill, args=(signal.SIGKILL,))

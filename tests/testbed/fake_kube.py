@@ -270,11 +270,6 @@ class FakeKube:
         tc = self.tidbclusters.get((namespace, name))
         return None if tc is None else copy.deepcopy(tc)
 
-    def configmap_data(self, namespace: str, name: str) -> dict[str, str] | None:
-        cm = self.configmaps.get((namespace, name))
-        return None if cm is None else dict(cm.get("data") or {})
-
-    # ---- the Kube interface: writes ------------------------------------------------------
     def create_job(self, body: JSON) -> JSON:
         ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
         self.create_job_calls.append(name)

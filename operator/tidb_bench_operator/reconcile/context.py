@@ -65,10 +65,6 @@ class RunKube(Protocol):
         """The TidbCluster, or None when it does not exist."""
         ...
 
-    def configmap_data(self, namespace: str, name: str) -> dict[str, str] | None:
-        """A ConfigMap's data, or None when it does not exist."""
-        ...
-
     def create_job(self, body: JSON) -> JSON:
         """Create a Job, or return the existing one of that name."""
         ...
