@@ -1215,3 +1215,23 @@ def test_a_finished_runs_unreadable_status_is_left_alone() -> None:
     bed = Bed(run_spec(threads=[8]))
     bed.body["status"] = {"phase": "Succeeded", "steps": [{"index": "x"}]}
     assert bed.reconcile().status == {}
+
+
+def test_a_body_older_than_our_last_status_write_is_not_reconciled_again() -> None:
+    bed = Bed(run_spec(threads=[8]))
+    bed.to_running()
+    body = copy.deepcopy(bed.kube.runs[(NS, bed.name)])
+    body["metadata"]["resourceVersion"] = "41"
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 8000.0, 2.0))
+    bed.reconciler.tick(copy.deepcopy(body))  # records the step, writes the status
+    assert stored_status(bed)["phase"] == "Succeeded"
+    seen = len(bed.kube.events)
+    stale = copy.deepcopy(body)  # the watch has not brought our write yet
+    assert bed.reconciler.tick(stale) == 0.2
+    assert len(bed.kube.events) == seen, "nothing done twice"
+    for _ in range(8):  # up to MAX_STALE_SKIPS looks at the same version
+        assert bed.reconciler.tick(stale) == 0.2
+    fresh = copy.deepcopy(bed.kube.runs[(NS, bed.name)])
+    fresh["metadata"]["resourceVersion"] = "42"
+    bed.reconciler.tick(fresh)
+    assert len(bed.kube.events) == seen

@@ -60,6 +60,11 @@ RECONCILE_FAILURE_LIMIT = timedelta(seconds=300)
 HEALTH_FAILURE_LIMIT = timedelta(seconds=120)
 #: The longest wait between two attempts of a failing reconcile.
 MAX_BACKOFF_SECONDS = 30.0
+#: A run whose status we just changed is looked at again this soon while its body still
+#: shows the version before our write, at most MAX_STALE_SKIPS times in a row (a write
+#: that changed nothing on the server leaves the version as it was).
+STALE_LOOK_SECONDS = 0.2
+MAX_STALE_SKIPS = 10
 
 
 log = logging.getLogger(__name__)
@@ -131,6 +136,9 @@ class RunReconciler:
         self.clock = clock
         #: Runs (by uid) whose last reconcile failed.
         self.failing: dict[str, Failing] = {}
+        #: Runs (by uid) whose status we changed: the resourceVersion we had read, and how
+        #: many looks since found that same version still (the watch not yet caught up).
+        self.written_from: dict[str, tuple[str, int]] = {}
 
     # ---- one tick: reconcile, write the status, and keep failures visible ------------------
     def tick(self, body: JSON) -> float | None:
@@ -144,6 +152,14 @@ class RunReconciler:
         """
         meta = body["metadata"]
         uid = str(meta.get("uid"))
+        version = meta.get("resourceVersion")
+        written = self.written_from.get(uid)
+        # A status changed by our last write: wait for the watch to bring it, or the next
+        # reconcile would act on what it already changed (a step recorded twice).
+        stale = version is not None and written is not None and written[0] == version
+        if stale and written is not None and written[1] < MAX_STALE_SKIPS:
+            self.written_from[uid] = (version, written[1] + 1)
+            return STALE_LOOK_SECONDS
         try:
             out = self.reconcile(body)
             if uid in self.failing or _failing_condition(body) is not None:
@@ -151,6 +167,10 @@ class RunReconciler:
             if out.status:
                 kube = self.deps.kube
                 kube.patch_benchmark_run_status(meta["namespace"], meta["name"], out.status)
+                if version is not None:
+                    self.written_from[uid] = (version, 0)
+            else:
+                self.written_from.pop(uid, None)
             self.failing.pop(uid, None)
             return out.requeue_seconds
         except Exception as exc:
@@ -242,6 +262,7 @@ class RunReconciler:
     def forget(self, uid: str) -> None:
         """A deleted run's failures no longer count."""
         self.failing.pop(uid, None)
+        self.written_from.pop(uid, None)
 
     # ---- one reconcile -----------------------------------------------------------------------
     def reconcile(self, body: JSON) -> Outcome:
