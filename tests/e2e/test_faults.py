@@ -253,7 +253,8 @@ def test_the_database_restarted_mid_step_retries_the_step_and_the_run_succeeds(
     ctl: Any,
     testbed: Testbed,
 ) -> None:
-    create_run(api, namespace, fault_run("dbgone", mariadb, durationSeconds=10))
+    # A restart takes MariaDB a few seconds: enough retries to outlast it (3 s, 6 s, 9 s ...).
+    create_run(api, namespace, fault_run("dbgone", mariadb, durationSeconds=10, stepRetries=4))
     wait_status(api, namespace, "dbgone", "step 1 running", QUEUE + 60, step_seen(0))
     time.sleep(3)
     stop_pidfile(testbed.state / "mariadb.pid")

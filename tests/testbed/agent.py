@@ -61,6 +61,8 @@ STANDIN_ANNOTATION = "testbed.tidbbench.io/standin"
 EXEC_ANNOTATION = "testbed.tidbbench.io/exec"
 MAX_TERMINATION_MESSAGE = 4096
 FAULT_ANNOTATION = "testbed.tidbbench.io/fault"
+#: Seconds (one try each) a pod status update is retried while the API server is away.
+STATUS_RETRIES = 120
 
 
 def now() -> str:
@@ -218,13 +220,26 @@ class Agent:
 
     # ---- status --------------------------------------------------------------------------
     def patch_status(self, pod: Any, status: dict[str, Any]) -> None:
-        try:
-            self.api.patch_namespaced_pod_status(
-                pod.metadata.name, pod.metadata.namespace, {"status": status}
-            )
-        except ApiException as exc:
-            if exc.status != 404:
-                log.warning("status patch of %s failed: %s", pod.metadata.name, exc.reason)
+        # Like the kubelet, keep trying while the API server is away (restarted, overloaded):
+        # a pod's final status must not be lost to one failed request.
+        for _ in range(STATUS_RETRIES):
+            try:
+                self.api.patch_namespaced_pod_status(
+                    pod.metadata.name, pod.metadata.namespace, {"status": status}
+                )
+                return
+            except ApiException as exc:
+                if exc.status == 404:
+                    return
+                if exc.status is not None and exc.status < 500 and exc.status != 429:
+                    log.warning("status patch of %s failed: %s", pod.metadata.name, exc.reason)
+                    return
+            except Exception as exc:
+                log.info("status patch of %s: API server away (%s), retrying",
+                         pod.metadata.name, type(exc).__name__)  # fmt: skip
+            time.sleep(1.0)
+        log.warning("status patch of %s failed for %d s: given up", pod.metadata.name,
+                    STATUS_RETRIES)  # fmt: skip
 
     def base_status(self, pod: Any, phase: str) -> dict[str, Any]:
         return {
