@@ -358,7 +358,13 @@ def test_the_controller_killed_while_a_run_is_pending_and_between_job_create_and
     step = {**st["steps"][0], "phase": "Pending", "jobNames": [], "podNames": []}
     step.pop("startedAt", None)
     client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
-        GROUP, VERSION, namespace, PLURAL, "first", {"status": {"steps": [step]}}
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        "first",
+        {"status": {"steps": [step]}},
+        _content_type="application/merge-patch+json",
     )
     ctl.start()
     first = finished(api, namespace, "first", 90)
