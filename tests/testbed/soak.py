@@ -26,7 +26,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from testbed.bed import bring_up
+from testbed.bed import bring_up, tear_down
 from testbed.cluster import Testbed, stop_pidfile
 from testbed.crds import install_project_crds
 from testbed.kube import api_client, wait_for
@@ -100,7 +100,16 @@ def main() -> int:
     rng = random.Random(seed)
     log(f"soak: {minutes:g} min, seed {seed}")
     tb = Testbed()
-    bring_up(tb)
+    started = bring_up(tb)
+    try:
+        return soak(tb, minutes, rng)
+    finally:
+        if started:
+            tear_down(tb)
+
+
+def soak(tb: Testbed, minutes: float, rng: random.Random) -> int:
+    """The soak on a test bed that is up; 0 when every run ended and none held the queue."""
     api = api_client(tb)
     install_project_crds(api)
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
