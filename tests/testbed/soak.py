@@ -105,7 +105,12 @@ def main() -> int:
         return soak(tb, minutes, rng)
     finally:
         if started:
-            tear_down(tb)
+            for _ in range(3):  # a stop interrupted by a dying child's signal is tried again
+                try:
+                    tear_down(tb)
+                    break
+                except OSError as exc:
+                    log(f"test bed stop interrupted ({exc}): again")
 
 
 def soak(tb: Testbed, minutes: float, rng: random.Random) -> int:
