@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/tests
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: test deps venv k8s lint types contracts unit e2e bench bench-input fuzz testbed-up testbed-down demo clean crds
+.PHONY: test deps venv k8s lint types contracts unit e2e bench bench-input fuzz soak testbed-up testbed-down demo clean crds
 
 test: deps venv k8s lint types contracts unit e2e
 
@@ -82,3 +82,8 @@ bench-input: venv
 FUZZ_SECONDS ?= 600
 fuzz: venv
 	FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python tests/fuzz/run.py
+
+# Soak (not in `make test`): a schedule firing every minute for 30 min with random faults
+# (controller kills, client pod deletions, API server restarts); every run must end.
+soak: venv deps k8s
+	$(BIN)/python -m testbed.soak

@@ -80,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         metavar="NAME|FILE",
         help="a BenchmarkRun in the cluster (KUBECONFIG), or a saved BenchmarkRun "
-        "(kubectl get -o yaml/json) or results ConfigMap; - reads stdin",
+        "(kubectl get -o yaml/json) or its results ConfigMaps (kubectl get configmaps -l "
+        "tidbbench.io/run=NAME -o yaml); - reads stdin",
     )
     report.add_argument(
         "-n", "--namespace", help="namespace of NAME (default: the kubeconfig context's)"
@@ -210,16 +211,22 @@ def load_report_source(text: str, origin: str) -> tuple[str, dict[str, Any]]:
     strictly (no aliases, bounded nesting, finite numbers only).
     """
     from tidb_bench_operator.adapters.documents import load_yaml
-    from tidb_bench_operator.domain.untrusted import loads
 
     doc = load_yaml(text, origin)
     if isinstance(doc, dict) and doc.get("kind") == "List":
         items = doc.get("items") or []
-        if not isinstance(items, list) or len(items) != 1:
-            count = len(items) if isinstance(items, list) else "malformed"
+        if not isinstance(items, list):
             raise TidbBenchError(
-                f"{origin}: a List of {count} objects; save exactly one run "
+                f"{origin}: a List of malformed objects; save exactly one run "
                 "(kubectl get benchmarkrun NAME -o yaml)"
+            )
+        if items and all(isinstance(i, dict) and i.get("kind") == "ConfigMap" for i in items):
+            return _from_results_configmaps(items, origin)
+        if len(items) != 1:
+            raise TidbBenchError(
+                f"{origin}: a List of {len(items)} objects; save exactly one run "
+                "(kubectl get benchmarkrun NAME -o yaml) or its results ConfigMaps "
+                "(kubectl get configmaps -l tidbbench.io/run=NAME -o yaml)"
             )
         doc = items[0]
     if not isinstance(doc, dict):
@@ -228,37 +235,7 @@ def load_report_source(text: str, origin: str) -> tuple[str, dict[str, Any]]:
     if not isinstance(meta, dict):
         raise TidbBenchError(f"{origin}: metadata is not a mapping")
     if doc.get("kind") == "ConfigMap":
-        data = doc.get("data") or {}
-        raw = data.get("steps.json") if isinstance(data, dict) else None
-        if not isinstance(raw, str):
-            raise TidbBenchError(
-                f"{origin}: ConfigMap {meta.get('name')} has no steps.json; is it a "
-                "BenchmarkRun's results ConfigMap (status.resultsConfigMap)?"
-            )
-        try:
-            steps = loads(raw, f"{origin}: data.steps.json")
-        except ValueError as exc:
-            raise TidbBenchError(f"{origin}: data.steps.json is not JSON: {exc}") from None
-        if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
-            raise TidbBenchError(f"{origin}: data.steps.json is not a list of step objects")
-        _refuse_non_finite(steps, f"{origin}: data.steps.json")
-        phases = {str(s.get("phase")) for s in steps}
-        phase = (
-            "Failed"
-            if "Failed" in phases
-            else "Succeeded"
-            if steps and phases == {"Succeeded"}
-            else "Running"
-        )
-        from tidb_bench_operator.domain.manifests import LABEL_RUN, owner_name
-
-        labels = meta.get("labels")
-        name = (
-            owner_name(meta, "BenchmarkRun")
-            or (labels.get(LABEL_RUN) if isinstance(labels, dict) else None)
-            or meta.get("name", origin)
-        )
-        return str(name), {"phase": phase, "steps": steps}
+        return _from_results_configmaps([doc], origin)
     if doc.get("kind") not in (None, "BenchmarkRun") or not isinstance(doc.get("status"), dict):
         raise TidbBenchError(
             f"{origin}: a {doc.get('kind') or 'document'} without a BenchmarkRun status; save "
@@ -290,6 +267,64 @@ def _refuse_non_finite(value: object, where: str) -> None:
 #: What a BenchmarkRun's name can be (an RFC 1123 subdomain); anything else is a path.
 _RUN_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _FILE_SUFFIXES = (".yaml", ".yml", ".json", ".txt")
+
+
+def _from_results_configmaps(
+    items: list[dict[str, Any]], origin: str
+) -> tuple[str, dict[str, Any]]:
+    """(run name, status) from a run's results ConfigMaps (domain.results_store).
+
+    They have no phase: it is Succeeded when every step succeeded, Failed when one failed,
+    else Running (the index is rewritten after every step). Read as strictly as a saved run:
+    shapes checked, JSON with bounded nesting, finite numbers only.
+    """
+    from tidb_bench_operator.domain.manifests import LABEL_RUN, owner_name
+    from tidb_bench_operator.domain.results_store import StoreError, read_store
+    from tidb_bench_operator.domain.untrusted import loads
+
+    by_name: dict[str, dict[str, str]] = {}
+    metas: dict[str, dict[str, Any]] = {}
+    for item in items:
+        meta, data = item.get("metadata") or {}, item.get("data") or {}
+        if not isinstance(meta, dict) or not isinstance(data, dict):
+            raise TidbBenchError(f"{origin}: a ConfigMap whose metadata or data is not a mapping")
+        name = str(meta.get("name"))
+        by_name[name] = {str(k): v for k, v in data.items() if isinstance(v, str)}
+        metas[name] = meta
+    index = next((n for n, d in by_name.items() if "steps.json" in d or "steps.parts" in d), None)
+    if index is None:
+        raise TidbBenchError(
+            f"{origin}: no ConfigMap with steps.json; is it a BenchmarkRun's results ConfigMap "
+            "(status.resultsConfigMap)? Save all of them with kubectl get configmaps -l "
+            "tidbbench.io/run=NAME -o yaml"
+        )
+    try:
+        stored = read_store(index, by_name, loads=lambda text: loads(text, f"{origin}: {index}"))
+    except StoreError as exc:
+        raise TidbBenchError(
+            f"{origin}: {exc}; save all of the run's results ConfigMaps with kubectl get "
+            "configmaps -l tidbbench.io/run=NAME -o yaml"
+        ) from None
+    except ValueError as exc:
+        raise TidbBenchError(f"{origin}: data.steps.json is not JSON: {exc}") from None
+    steps = stored.steps
+    if not all(isinstance(s, dict) for s in steps):
+        raise TidbBenchError(f"{origin}: data.steps.json is not a list of step objects")
+    _refuse_non_finite(steps, f"{origin}: data.steps.json")
+    phases = {str(s.get("phase")) for s in steps}
+    phase = (
+        "Failed" if "Failed" in phases
+        else "Succeeded" if steps and phases == {"Succeeded"}
+        else "Running"
+    )  # fmt: skip
+    meta = metas[index]
+    labels = meta.get("labels")
+    name = (
+        owner_name(meta, "BenchmarkRun")
+        or (labels.get(LABEL_RUN) if isinstance(labels, dict) else None)
+        or meta.get("name", origin)
+    )
+    return str(name), {"phase": phase, "steps": steps}
 
 
 def _report_source(ref: str, namespace: str | None) -> tuple[str, dict[str, Any]]:

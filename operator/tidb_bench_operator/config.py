@@ -9,6 +9,7 @@ is the benchmark pod's and `tidb-bench run`'s (the runner Job maps the Secret to
     TIDB_BENCH_METRICS_PORT               Prometheus port (default 9090; empty or 0: off)
     TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS how long a pod may stay unschedulable (120)
     TIDB_BENCH_CRD_WAIT_SECONDS           how long to wait at start for the CRDs (60)
+    TIDB_BENCH_RESULTS_OBJECT_BYTES       results per ConfigMap (1000000; tests shrink it)
     TIDB_BENCH_DEBUG                      non-empty: kopf's verbose logging
     TIDB_BENCH_LIVENESS                   kopf's liveness endpoint (empty: none)
     TIDB_BENCH_USER, TIDB_BENCH_PASSWORD  the database credentials of the runner
@@ -21,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tidb_bench_operator.domain.manifests import DEFAULT_IMAGE, PASSWORD_ENV, USER_ENV
+from tidb_bench_operator.domain.results_store import CONFIGMAP_LIMIT, DEFAULT_BUDGET
 
 DEFAULT_LIVENESS = "http://0.0.0.0:8080/healthz"
 
@@ -43,6 +45,7 @@ class Settings:
     metrics_port: int
     scheduling_timeout_seconds: float
     crd_wait_seconds: float = 60.0
+    results_object_bytes: int = DEFAULT_BUDGET
     debug: bool = False
     liveness_endpoint: str | None = DEFAULT_LIVENESS
 
@@ -58,9 +61,23 @@ class Settings:
             scheduling_timeout_seconds=float(e.get("TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS", "120")),
             # How long to wait at start for API discovery to serve our CRDs before exiting.
             crd_wait_seconds=float(e.get("TIDB_BENCH_CRD_WAIT_SECONDS", "60")),
+            results_object_bytes=_results_bytes(e.get("TIDB_BENCH_RESULTS_OBJECT_BYTES")),
             debug=bool(e.get("TIDB_BENCH_DEBUG")),
             liveness_endpoint=e.get("TIDB_BENCH_LIVENESS", DEFAULT_LIVENESS) or None,
         )
+
+
+def _results_bytes(text: str | None) -> int:
+    """TIDB_BENCH_RESULTS_OBJECT_BYTES: 1024 up to what a ConfigMap holds."""
+    if not text:
+        return DEFAULT_BUDGET
+    value = int(text)
+    if not 1024 <= value <= DEFAULT_BUDGET:
+        raise ValueError(
+            f"TIDB_BENCH_RESULTS_OBJECT_BYTES={text}: must be 1024..{DEFAULT_BUDGET} (a "
+            f"ConfigMap holds at most {CONFIGMAP_LIMIT} bytes, keys included)"
+        )
+    return value
 
 
 @dataclass

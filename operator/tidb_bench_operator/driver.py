@@ -69,6 +69,22 @@ QueueIndex = Mapping[str, Iterable[QueueEntry]]
 class RunsReconciler(Protocol):
     def reconcile(self, body: JSON, turn: Turn = ...) -> Outcome: ...
 
+    def settled(self, body: JSON, status: JSON) -> JSON:
+        """A successful look's status patch, with ReconcileFailing cleared if it was set."""
+        ...
+
+    def failed(self, body: JSON, exc: Exception) -> float:
+        """A failed look counted, shown on the run (and failing it at the bound); back-off."""
+        ...
+
+    def forget(self, uid: str) -> None:
+        """A deleted run's failures no longer count."""
+        ...
+
+    def health(self) -> dict[str, str]:
+        """Runs whose looks have kept failing (for /healthz), with their last error."""
+        ...
+
 
 class SchedulesReconciler(Protocol):
     def reconcile(self, body: JSON) -> ScheduleOutcome: ...
@@ -164,6 +180,10 @@ class Driver:
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="reconcile")
 
     # ------------------------------------------------------------------ the watch stream
+    def health(self) -> dict[str, str]:
+        """Runs whose looks have failed for long (RunReconciler.health), for /healthz."""
+        return self.runs.health()
+
     def run_event(self, type_: str | None, body: JSON, index: QueueIndex) -> None:
         """A BenchmarkRun event (kopf has updated `index` with it already)."""
         self.index = index
@@ -172,6 +192,7 @@ class Driver:
         old_entry = queue.queue_entry(old) if old is not None else None
         if type_ == "DELETED":
             self._forget(key)
+            self.runs.forget(str(_meta(body).get("uid")))
             if old is not None and old_entry is not None:
                 qkey, entry = old_entry
                 claimed = self.claims.get(qkey) == entry.uid
@@ -372,20 +393,28 @@ class Driver:
                 return None  # waiting, and its status says so already: nothing to do
             if turn.admitted:
                 self.claims[qkey] = entry.uid
-        out: Outcome = await self._call(self.runs.reconcile, body, turn)
-        stored = body
-        if out.status:
-            ns, name = key[1], key[2]
-            try:
-                stored = await self._call(
-                    self.kube.patch_benchmark_run_status, ns, name, out.status
-                )
-            except KubeError:
-                if key not in self.bodies:
-                    return None  # deleted meanwhile
-                raise
-            if _newer(self.bodies.get(key), stored):
-                self.bodies[key] = stored
+        try:
+            out: Outcome = await self._call(self.runs.reconcile, body, turn)
+            status = self.runs.settled(body, out.status)
+            stored = body
+            if status:
+                ns, name = key[1], key[2]
+                try:
+                    stored = await self._call(
+                        self.kube.patch_benchmark_run_status, ns, name, status
+                    )
+                except KubeError:
+                    if key not in self.bodies:
+                        return None  # deleted meanwhile
+                    raise
+                if _newer(self.bodies.get(key), stored):
+                    self.bodies[key] = stored
+        except Exception as exc:
+            if key not in self.bodies:
+                return None  # deleted meanwhile
+            # Any failure (API errors, timeouts, a bug) is counted and shown on the run,
+            # which fails at the bound; the run is looked at again after a back-off.
+            return float(await self._call(self.runs.failed, body, exc))
         after = out.status.get("phase", phase) if out.status else phase
         if qkey is not None and turn.admitted and after not in ACTIVE_PHASES:
             self.claims.pop(qkey, None)  # it did not start (bad inputs): the next one may

@@ -173,6 +173,19 @@ async def on_event_benchmarkschedule(
     controller.driver.schedule_event(type, plain)
 
 
+@kopf.on.probe(id="reconciles")
+def on_probe_reconciles(memo: kopf.Memo, **_: Any) -> dict[str, str]:
+    """/healthz: red (HTTP 500) while a run's reconciles have kept failing for 2 minutes.
+
+    kopf answers 500 when a probe raises; the message names the runs and their last error.
+    """
+    controller = _controller(memo)
+    failing = controller.driver.health() if controller is not None else {}
+    if failing:
+        raise kopf.PermanentError(f"runs whose reconciles keep failing: {failing}")
+    return {"failingRuns": "none"}
+
+
 def run_operator(namespaces: list[str] | None = None) -> None:
     """Run the controller until interrupted (what `tidb-bench operator` does)."""
     cfg = Settings.from_env()

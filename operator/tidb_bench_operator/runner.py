@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -73,6 +76,52 @@ class StepPlan:
     max_start_skew: float = 3.0
 
 
+# ---------------------------------------------------------------------------- stopping
+#: After SIGTERM, sysbench gets this long to exit before it is killed.
+SYSBENCH_STOP_SECONDS = 2.0
+
+
+class Stopper:
+    """What a SIGTERM (the run deleted or cancelled, the pod evicted) does to the runner.
+
+    The runner is PID 1 of its container, and a PID 1 without a handler ignores SIGTERM:
+    sysbench would load the database for the whole grace period. So the handler stops the
+    current sysbench (its own process group: SIGTERM, SIGKILL after SYSBENCH_STOP_SECONDS)
+    and wakes a waiting rendezvous; the step then ends as a "cancelled" failure.
+    """
+
+    def __init__(self) -> None:
+        self.requested = threading.Event()
+        self.proc: subprocess.Popen[str] | None = None
+
+    def handle(self, _signum: int, _frame: object = None) -> None:
+        self.requested.set()
+        self.kill(signal.SIGTERM)
+        timer = threading.Timer(SYSBENCH_STOP_SECONDS, self.kill, args=(signal.SIGKILL,))
+        timer.daemon = True
+        timer.start()
+
+    def kill(self, sig: int) -> None:
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, sig)
+
+    def check(self) -> None:
+        """Raise the "cancelled" failure once a stop was asked for."""
+        if self.requested.is_set():
+            raise SysbenchError(
+                "cancelled", "the runner was stopped (SIGTERM: its pod was deleted or evicted)"
+            )
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self.handle)
+        signal.signal(signal.SIGINT, self.handle)
+
+
+STOP = Stopper()
+
+
 # ---------------------------------------------------------------------------- sysbench exec
 def _config_file(creds: Credentials, directory: str) -> str:
     """A 0600 sysbench --config-file holding the password, so it is in no process argv."""
@@ -103,7 +152,9 @@ def exec_sysbench(
         full = [argv[0], f"--config-file={cfg}", *argv[1:]]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.monotonic()
+        STOP.check()
         try:
+            # Its own process group, so that a stop reaches sysbench and anything it started.
             proc = subprocess.Popen(
                 full,
                 stdout=subprocess.PIPE,
@@ -111,6 +162,7 @@ def exec_sysbench(
                 stdin=subprocess.DEVNULL,
                 text=True,
                 bufsize=1,
+                process_group=0,
             )
         except FileNotFoundError as exc:
             raise SysbenchError(
@@ -118,6 +170,9 @@ def exec_sysbench(
                 "sysbench is not installed or not on PATH (apt-get install sysbench)",
             ) from exc
         lines: list[str] = []
+        STOP.proc = proc
+        if STOP.requested.is_set():  # the signal came between the check and the start
+            STOP.kill(signal.SIGKILL)
         with proc:  # closes the pipe (one fd per sysbench run otherwise leaks) and waits
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -125,8 +180,10 @@ def exec_sysbench(
                 if out is not None:
                     out.write(prefix + line)
                     out.flush()
+        STOP.proc = None
         code = proc.returncode
         wall = time.monotonic() - start
+        STOP.check()
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return Execution("".join(lines), code, wall, cpu)
@@ -170,7 +227,8 @@ def wait_for_start(start_at: datetime | None, now: Callable[[], datetime]) -> fl
         return 0.0
     delay = (start_at - now()).total_seconds()
     if delay > 0:
-        time.sleep(delay)
+        STOP.requested.wait(delay)  # a stop ends the wait at once
+        STOP.check()
         return 0.0
     return -delay
 
@@ -409,6 +467,7 @@ def plan_from_args(args: Any) -> StepPlan:
 
 def main_runner(args: Any) -> int:
     """`tidb-bench runner ...`: do the action, write the termination message, exit 0/1."""
+    STOP.install()
     plan = plan_from_args(args)
     creds = credentials_from_env()
     report: StepReport | DatasetReport | RunnerFailure
@@ -430,7 +489,7 @@ def main_runner(args: Any) -> int:
     except (TidbBenchError, mysql.DatabaseError) as exc:
         report = failure_report(exc)
         print(f"tidb-bench: FAILED: {exc}", file=sys.stderr)
-        code = 1
+        code = 143 if STOP.requested.is_set() else 1
     text = termination_text(report)
     try:
         Path(args.termination_log).write_text(text)

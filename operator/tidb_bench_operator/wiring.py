@@ -78,6 +78,7 @@ def build_run_reconciler(cfg: Settings) -> RunReconciler:
         image=cfg.runner_image,
         scheduling_timeout=timedelta(seconds=cfg.scheduling_timeout_seconds),
         server_facts=build_server_facts(kube),
+        results_budget=cfg.results_object_bytes,
     )
 
 

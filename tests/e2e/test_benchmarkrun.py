@@ -26,6 +26,7 @@ from testbed.runs import (
     wait_run,
 )
 from tidb_bench_operator.domain.manifests import label_value
+from tidb_bench_operator.domain.results_store import read_store
 
 pytestmark = pytest.mark.e2e
 
@@ -82,11 +83,13 @@ def test_an_example_run_goes_pending_running_succeeded_with_real_numbers_in_ever
     assert header.split()[:6] == ["NAME", "PHASE", "CLUSTER", "WORKLOAD", "QPS", "THREADS"]
     assert f"{peak['qps']}" in row and "Succeeded" in row and "oltp_point_select" in row
 
-    # The full per-interval series is kept in a ConfigMap owned by the run.
-    cm = core.read_namespaced_config_map(status["resultsConfigMap"], namespace)
-    series = json.loads(cm.data["series.json"])
-    assert len(series["0"]["clients"]["0"]) >= 2
-    assert cm.metadata.owner_references[0].name == name
+    # The full per-interval series is kept in ConfigMaps owned by the run.
+    cms = core.list_namespaced_config_map(
+        namespace, label_selector=f"tidbbench.io/run={label_value(name)}"
+    ).items
+    stored = read_store(status["resultsConfigMap"], {cm.metadata.name: cm.data for cm in cms})
+    assert len(stored.series["0"]["clients"]["0"]) >= 2
+    assert {cm.metadata.owner_references[0].name for cm in cms} == {name}
 
 
 def test_a_two_client_step_runs_on_two_bench_nodes_and_combines_both_clients(
@@ -350,4 +353,5 @@ def test_a_run_named_with_more_than_63_characters_runs_and_is_selectable_by_its_
         .list_namespaced_config_map(namespace, label_selector=f"tidbbench.io/run={label}")
         .items
     )
-    assert [cm.metadata.name for cm in cms] == [run["status"]["resultsConfigMap"]]
+    index = run["status"]["resultsConfigMap"]
+    assert sorted(cm.metadata.name for cm in cms) == [index, f"{index}-s0-p0"]

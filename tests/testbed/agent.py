@@ -8,8 +8,14 @@ What it does, as a kubelet would:
   expansion; stdout/stderr become the container log; the termination message file is
   bind-mounted per container (a private mount namespace via `unshare -m`, like the kubelet's
   per-container mount) and copied into the container status (4096 bytes at most);
-- a pod being deleted has its processes killed and is then removed (grace 0), as the
-  kubelet does after a graceful stop;
+- a pod being deleted gets the kubelet's graceful stop: SIGTERM to the container's main
+  process only (PID 1 in a real container), SIGKILL to everything left in its session after
+  terminationGracePeriodSeconds, then it is removed (grace 0);
+- fault injection for tests (fault functions below): an image on a registry under `.invalid`
+  (RFC 2606: never resolves) cannot be pulled (ErrImagePull, then ImagePullBackOff); the pod
+  annotation `testbed.tidbbench.io/fault: OOMKilled|Evicted` kills a running pod's
+  processes and reports it as the kubelet would (terminated OOMKilled, exit 137; or the pod
+  Failed with reason Evicted);
 - `GET /containerLogs/<ns>/<pod>/<container>` on one HTTPS port serves logs to the apiserver
   (`kubectl logs`, the Python client's read_namespaced_pod_log);
 - `/exec/<ns>/<pod>/<container>?command=...` on the same port speaks the kubelet's WebSocket
@@ -54,6 +60,9 @@ STANDIN_COMPONENTS = {"pd", "tikv", "tidb", "tiflash", "ticdc", "tiproxy", "pump
 STANDIN_ANNOTATION = "testbed.tidbbench.io/standin"
 EXEC_ANNOTATION = "testbed.tidbbench.io/exec"
 MAX_TERMINATION_MESSAGE = 4096
+FAULT_ANNOTATION = "testbed.tidbbench.io/fault"
+#: Seconds (one try each) a pod status update is retried while the API server is away.
+STATUS_RETRIES = 120
 
 
 def now() -> str:
@@ -72,6 +81,8 @@ class Agent:
         self.procs: dict[str, list[subprocess.Popen[bytes]]] = {}
         self.handled: set[str] = set()
         self.lock = threading.Lock()
+        self.grace: dict[str, float] = {}
+        self.faults: dict[str, str] = {}
 
     # ---- watch loop --------------------------------------------------------------------
     def run(self) -> None:
@@ -125,6 +136,8 @@ class Agent:
             return
         if pod.status.phase in ("Succeeded", "Failed"):
             return
+        if self.inject_fault(pod):
+            return
         with self.lock:
             if uid in self.handled:
                 return
@@ -142,25 +155,91 @@ class Agent:
     def kill(self, uid: str) -> None:
         with self.lock:
             procs = self.procs.pop(uid, [])
+            grace = self.grace.pop(uid, 30.0)
+        threads = [threading.Thread(target=stop_gracefully, args=(p, grace)) for p in procs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    # ---- fault injection (tests) -----------------------------------------------------------
+    def inject_fault(self, pod: Any) -> bool:
+        """Play an OOM kill or an eviction asked for by the pod's fault annotation."""
+        fault = (pod.metadata.annotations or {}).get(FAULT_ANNOTATION)
+        uid = pod.metadata.uid
+        if fault not in ("OOMKilled", "Evicted") or uid in self.faults:
+            return False
+        with self.lock:
+            self.faults[uid] = fault
+            procs = list(self.procs.get(uid, []))
         for p in procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, signal.SIGKILL)
+            kill_session(p.pid, signal.SIGKILL)
+        return True
+
+    def faulted_status(self, pod: Any, st: dict[str, Any]) -> dict[str, Any]:
+        """The final pod status of a pod killed by an injected fault."""
+        fault = self.faults.get(pod.metadata.uid)
+        if fault == "OOMKilled":
+            for cs in st.get("containerStatuses") or []:
+                term = cs["state"].get("terminated")
+                if term:
+                    term.update(exitCode=137, reason="OOMKilled")
+                    term.pop("message", None)
+        elif fault == "Evicted":
+            st.update(
+                phase="Failed", reason="Evicted",
+                message="The node was low on resource: memory. Container runner was using "
+                "700Mi, which exceeds its request of 0.",
+            )  # fmt: skip
+        return st
+
+    def cannot_pull(self, pod: Any) -> bool:
+        """An image on a `.invalid` registry: ErrImagePull, then ImagePullBackOff, for good."""
+        bad = [c for c in pod.spec.containers if unpullable(c.image)]
+        if not bad:
+            return False
+        for reason in ("ErrImagePull", "ImagePullBackOff"):
+            st = self.base_status(pod, "Pending")
+            st["conditions"] = self.conditions(False)
+            st["containerStatuses"] = [
+                {
+                    "name": c.name, "image": c.image, "imageID": "", "ready": False,
+                    "restartCount": 0, "started": False,
+                    "state": {"waiting": {
+                        "reason": reason,
+                        "message": f'Back-off pulling image "{c.image}"'
+                        if reason == "ImagePullBackOff"
+                        else f'rpc error: code = Unknown desc = failed to resolve "{c.image}"',
+                    }},
+                }
+                for c in bad
+            ]  # fmt: skip
+            self.patch_status(pod, st)
+            time.sleep(1.0)
+        return True
 
     # ---- status --------------------------------------------------------------------------
     def patch_status(self, pod: Any, status: dict[str, Any]) -> None:
-        try:
-            self.api.patch_namespaced_pod_status(
-                pod.metadata.name, pod.metadata.namespace, {"status": status}
-            )
-        except ApiException as exc:
-            if exc.status != 404:
-                log.warning("status patch of %s failed: %s", pod.metadata.name, exc.reason)
+        # Like the kubelet, keep trying while the API server is away (restarted, overloaded):
+        # a pod's final status must not be lost to one failed request.
+        for _ in range(STATUS_RETRIES):
+            try:
+                self.api.patch_namespaced_pod_status(
+                    pod.metadata.name, pod.metadata.namespace, {"status": status}
+                )
+                return
+            except ApiException as exc:
+                if exc.status == 404:
+                    return
+                if exc.status is not None and exc.status < 500 and exc.status != 429:
+                    log.warning("status patch of %s failed: %s", pod.metadata.name, exc.reason)
+                    return
+            except Exception as exc:
+                log.info("status patch of %s: API server away (%s), retrying",
+                         pod.metadata.name, type(exc).__name__)  # fmt: skip
+            time.sleep(1.0)
+        log.warning("status patch of %s failed for %d s: given up", pod.metadata.name,
+                    STATUS_RETRIES)  # fmt: skip
 
     def base_status(self, pod: Any, phase: str) -> dict[str, Any]:
         return {
@@ -201,6 +280,8 @@ class Agent:
     # ---- running a pod -------------------------------------------------------------------
     def run_pod(self, pod: Any) -> None:
         ns, name, uid = pod.metadata.namespace, pod.metadata.name, pod.metadata.uid
+        if self.cannot_pull(pod):
+            return
         started = now()
         running: list[tuple[Any, subprocess.Popen[bytes] | None, Path, str]] = []
         for c in pod.spec.containers:
@@ -216,6 +297,7 @@ class Agent:
                 running.append((c, None, termfile, str(exc)))
         with self.lock:
             self.procs[uid] = [p for _, p, _, _ in running if p is not None]
+            self.grace[uid] = float(pod.spec.termination_grace_period_seconds or 30)
         st = self.base_status(pod, "Running")
         st["conditions"] = self.conditions(True)
         st["containerStatuses"] = [
@@ -297,7 +379,7 @@ class Agent:
         st = self.base_status(pod, "Succeeded" if ok else "Failed")
         st["conditions"] = self.conditions(False)
         st["containerStatuses"] = statuses
-        self.patch_status(pod, st)
+        self.patch_status(pod, self.faulted_status(pod, st))
 
     def start_container(
         self, pod: Any, c: Any, logfile: Path, termfile: Path
@@ -391,6 +473,45 @@ class Agent:
         except ApiException as exc:
             raise ValueError(f'secret "{name}" not found') from exc
         return {k: base64.b64decode(v).decode() for k, v in (sec.data or {}).items()}
+
+
+def unpullable(image: str | None) -> bool:
+    """An image whose registry host is under `.invalid`: no kubelet could pull it."""
+    first = (image or "").split("/", 1)[0]
+    return "/" in (image or "") and first.split(":", 1)[0].endswith(".invalid")
+
+
+def session_pids(sid: int) -> list[int]:
+    """Every process of session `sid` (the container's processes: the runner started it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid:  # after the state: ppid, pgrp, session
+            found.append(int(entry.name))
+    return found
+
+
+def kill_session(sid: int, sig: int) -> None:
+    """Send `sig` to every process of the session (process groups the runner made too)."""
+    for pid in session_pids(sid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def stop_gracefully(proc: subprocess.Popen[bytes], grace: float) -> None:
+    """The kubelet's stop: SIGTERM to the main process, SIGKILL to all that is left later."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace)
+    kill_session(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
 
 
 def field_value(pod: Any, path: str) -> str:

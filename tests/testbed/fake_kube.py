@@ -116,7 +116,12 @@ class FakeKube:
                 "job-name": job_name,
             }
             self.pod_store[key] = {
-                "metadata": {"name": key[1], "namespace": namespace, "labels": labels},
+                "metadata": {
+                    "name": key[1],
+                    "namespace": namespace,
+                    "labels": labels,
+                    "creationTimestamp": _ts(self.clock()),
+                },
                 "spec": copy.deepcopy(job["spec"]["template"]["spec"]),
                 "status": {"phase": "Pending"},
             }
@@ -204,6 +209,40 @@ class FakeKube:
                 ],
             }
 
+    def container_waiting(self, namespace: str, job_name: str, reason: str, message: str) -> None:
+        """The kubelet cannot start the Job's container (ErrImagePull, ImagePullBackOff, ...)."""
+        self.schedule(namespace, job_name)
+        pod = self._pod_for(namespace, job_name)
+        image = pod["spec"]["containers"][0]["image"]
+        pod["status"] = {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "True"}],
+            "containerStatuses": [
+                {"name": "runner", "image": image,
+                 "state": {"waiting": {"reason": reason, "message": message}}}
+            ],
+        }  # fmt: skip
+
+    def kill_pod(
+        self, namespace: str, job_name: str, *, reason: str, evicted: bool = False
+    ) -> None:
+        """The Job's pod was killed without a result: OOMKilled (137), or evicted by its node.
+
+        The Job fails (backoffLimit 0), as the Job controller would mark it.
+        """
+        self.finish_job(namespace, job_name, None, exit_code=137)
+        pod = self._pod_for(namespace, job_name)
+        term = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+        term["reason"] = reason
+        if evicted:
+            pod["status"]["reason"] = "Evicted"
+            pod["status"]["message"] = "The node was low on resource: memory."
+            pod["status"]["containerStatuses"] = []
+
+    def delete_pod(self, namespace: str, job_name: str) -> None:
+        """Someone deleted the Job's pod (the Job controller has not replaced it yet)."""
+        self.pod_store.pop((namespace, f"{job_name}-pod"), None)
+
     # ---- the Kube interface: reads -------------------------------------------------------
     def secret_keys(self, namespace: str, name: str) -> set[str] | None:
         data = self.secrets.get((namespace, name))
@@ -231,11 +270,6 @@ class FakeKube:
         tc = self.tidbclusters.get((namespace, name))
         return None if tc is None else copy.deepcopy(tc)
 
-    def configmap_data(self, namespace: str, name: str) -> dict[str, str] | None:
-        cm = self.configmaps.get((namespace, name))
-        return None if cm is None else dict(cm.get("data") or {})
-
-    # ---- the Kube interface: writes ------------------------------------------------------
     def create_job(self, body: JSON) -> JSON:
         ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
         self.create_job_calls.append(name)
@@ -271,6 +305,11 @@ class FakeKube:
     def create_event(self, body: JSON) -> None:
         self.events.append(copy.deepcopy(body))
 
+    def patch_benchmark_run_status(self, namespace: str, name: str, status: JSON) -> None:
+        """A merge patch of the stored run's status (None values remove keys)."""
+        run = self.runs[(namespace, name)]
+        run["status"] = _merged(run.get("status") or {}, copy.deepcopy(status))
+
     # ---- reading what happened -----------------------------------------------------------
     def event_reasons(self) -> list[str]:
         return [e["reason"] for e in self.events]
@@ -278,6 +317,19 @@ class FakeKube:
     def events_of(self, reasons: Iterable[str]) -> list[JSON]:
         wanted = set(reasons)
         return [e for e in self.events if e["reason"] in wanted]
+
+
+def _merged(target: Any, patch: Any) -> Any:
+    """RFC 7386 merge patch."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = _merged(result.get(key), value)
+    return result
 
 
 def _in(key: Key, obj: JSON, namespace: str | None, selector: str) -> bool:

@@ -212,8 +212,8 @@ class FakePD:
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}"
 
-    def start(self) -> FakePD:
-        """Bind 127.0.0.1 on a free port and serve in a daemon thread."""
+    def start(self, port: int = 0) -> FakePD:
+        """Bind 127.0.0.1 on `port` (0: a free one) and serve in a daemon thread."""
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -232,7 +232,8 @@ class FakePD:
             def log_message(self, format: str, *args: Any) -> None:
                 return  # keep test output clean
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        ThreadingHTTPServer.allow_reuse_address = True
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, args=(0.05,), name="fake-pd", daemon=True

@@ -114,7 +114,10 @@ def test_a_kubectl_list_of_one_run_is_accepted() -> None:
     ("doc", "words"),
     [
         ({"kind": "List", "items": [saved_run(), saved_run()]}, "exactly one run"),
-        ({"kind": "ConfigMap", "metadata": {"name": "x"}, "data": {}}, "no steps.json"),
+        (
+            {"kind": "ConfigMap", "metadata": {"name": "x"}, "data": {}},
+            "no ConfigMap with steps.json",
+        ),
         ({"kind": "Secret", "metadata": {"name": "x"}}, "without a BenchmarkRun status"),
         ([1, 2], "expected a BenchmarkRun"),
     ],
@@ -133,3 +136,20 @@ def test_an_unreadable_file_is_an_error_with_exit_code_1(
     path.write_text("kind: [unclosed")
     assert main(["report", str(path)]) == 1
     assert "not YAML or JSON" in capsys.readouterr().err
+
+
+def test_a_list_of_a_runs_results_configmaps_is_put_back_together() -> None:
+    from tidb_bench_operator.domain.manifests import RunRef, build_results_configmap
+    from tidb_bench_operator.domain.results_store import index_parts, series_parts, step_series
+
+    run = RunRef("nightly-1", "bench", "u")
+    parts = index_parts("nightly-1-results", STEPS, 200)
+    parts += series_parts("nightly-1-results", 0, step_series("oltp_point_select", 2, {}), 200)
+    items = [build_results_configmap(run, p.name, p.data) for p in parts]
+    assert len(items) > 3, "steps.json cut in parts at this budget"
+    doc = {"apiVersion": "v1", "kind": "List", "items": items}
+    name, status = load_report_source(yaml.safe_dump(doc), "cms.yaml")
+    assert (name, status["phase"], status["steps"]) == ("nightly-1", "Succeeded", STEPS)
+    short = {**doc, "items": [i for i in items if not i["metadata"]["name"].endswith("-p1")]}
+    with pytest.raises(TidbBenchError, match=r"nightly-1-results-steps-p1 \(part 2 of"):
+        load_report_source(yaml.safe_dump(short), "cms.yaml")

@@ -98,6 +98,18 @@ class Runs:
             return Outcome(status={"phase": "Pending", "waitingFor": turn.ahead}, parked=True)
         return Outcome(status={}, requeue_seconds=self.hint)
 
+    def settled(self, body: JSON, status: JSON) -> JSON:
+        return status
+
+    def failed(self, body: JSON, exc: Exception) -> float:
+        raise exc  # the Driver's own back-off takes it
+
+    def forget(self, uid: str) -> None:
+        pass
+
+    def health(self) -> dict[str, str]:
+        return {}
+
     def names(self) -> list[str]:
         return [n for n, _ in self.calls]
 
@@ -206,6 +218,33 @@ def test_the_reconcilers_hint_sets_the_next_look(world: World) -> None:
     assert driver.due_keys() == []
     clock.now += 0.2
     assert driver.due_keys() == [key]
+
+
+class BrokenRuns(Runs):
+    """A reconciler whose reconcile fails; its `failed` records the error and backs off."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures: list[str] = []
+
+    def reconcile(self, body: JSON, turn: Turn = ADMITTED) -> Outcome:
+        raise RuntimeError("503 Service Unavailable")
+
+    def failed(self, body: JSON, exc: Exception) -> float:
+        self.failures.append(f"{body['metadata']['name']}: {exc}")
+        return 4.0
+
+
+def test_a_failing_look_goes_to_the_reconcilers_failure_count_and_its_back_off(
+    world: World,
+) -> None:
+    runs = BrokenRuns()
+    driver, _ = make(world, runs)
+    world.add("r", phase="Running")
+    event(driver, world, "r", "ADDED")
+    [(_, delay)] = list(look_due(driver))
+    assert delay == 4.0, "looked at again after the reconciler's back-off, never dropped"
+    assert runs.failures == ["r: 503 Service Unavailable"]
 
 
 def test_a_finished_run_is_looked_at_once_when_its_ttl_expires(world: World) -> None:

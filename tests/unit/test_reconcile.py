@@ -19,12 +19,14 @@ from typing import Any
 import pytest
 
 from testbed.fake_kube import FakeClock, FakeKube
+from tidb_bench_operator.adapters.k8s import KubeError
 from tidb_bench_operator.domain.fingerprint import Fingerprint, server_fingerprint
 from tidb_bench_operator.domain.manifests import Endpoint
 from tidb_bench_operator.domain.models import BenchmarkRunSpec
 from tidb_bench_operator.domain.preflight import CHECK_NAMES, CheckResult, evaluate
 from tidb_bench_operator.domain.queue import ADMITTED, Turn, queue_entry, turn
 from tidb_bench_operator.domain.results import Latency, StepResult
+from tidb_bench_operator.domain.results_store import StoredResults, read_store
 from tidb_bench_operator.domain.runner_message import SERIES_MARKER
 from tidb_bench_operator.domain.sysbench import parse_sysbench_output, to_step_result
 from tidb_bench_operator.reconcile import Outcome, PreflightOutcome, RunReconciler
@@ -291,6 +293,12 @@ PREPARED = {
 }
 
 
+def stored(bed: Bed) -> StoredResults:
+    """The run's results as the store holds them (every ConfigMap of the namespace)."""
+    maps = {name: dict(cm["data"]) for (ns, name), cm in bed.kube.configmaps.items() if ns == NS}
+    return read_store("sweep-results", maps)
+
+
 def everything_written(bed: Bed) -> str:
     """All the reconciler ever wrote: status patches, Jobs, ConfigMaps, Events."""
     return json.dumps(
@@ -407,7 +415,7 @@ def test_the_reconcile_that_sees_a_steps_jobs_finish_records_it_and_starts_the_n
     bed.reconcile()
     first, second = bed.step(0), bed.step(1)
     assert (first["phase"], first["qps"], first["valid"]) == ("Succeeded", 17_000.0, True)
-    series = json.loads(bed.kube.configmaps[(NS, "sweep-results")]["data"]["series.json"])
+    series = stored(bed).series
     assert sorted(series["0"]["clients"]) == ["0", "1"]
     assert bed.status["currentStep"] == 1
     assert second["phase"] == "Running"
@@ -433,12 +441,12 @@ def test_the_results_configmap_keeps_every_steps_series_and_numbers() -> None:
         )  # fmt: skip
         bed.reconcile()
     assert bed.status["resultsConfigMap"] == "sweep-results"
-    data = bed.kube.configmaps[(NS, "sweep-results")]["data"]
-    series = json.loads(data["series.json"])
+    results = stored(bed)
+    series = results.series
     assert sorted(series) == ["0", "1"], "the second step's write keeps the first step's series"
     assert series["1"]["threads"] == 16
     assert [p["qps"] for p in series["1"]["clients"]["0"]] == [15_840.0, 16_160.0]
-    steps = json.loads(data["steps.json"])
+    steps = results.steps
     assert [(s["threads"], s["qps"]) for s in steps] == [(8, 8000.0), (16, 16000.0)]
 
 
@@ -706,10 +714,10 @@ def test_a_vanished_client_job_restarts_the_step() -> None:
     bed.kube.job_store.pop((NS, "sweep-s0-c1"))
     bed.reconcile()
     assert bed.step(0)["phase"] == "Pending"
-    assert "a client Job vanished" in bed.step(0)["notes"][0]
+    assert "a client Job was deleted" in bed.step(0)["notes"][0]
     assert "sweep-s0-c0" in bed.kube.deleted_jobs
     bed.reconcile()
-    assert {"sweep-s0-c0", "sweep-s0-c1"} <= set(bed.kube.job_names(NS))
+    assert {"sweep-s0-c0-a1", "sweep-s0-c1-a1"} <= set(bed.kube.job_names(NS))
 
 
 # --- scheduling -------------------------------------------------------------------------------
@@ -787,8 +795,8 @@ def test_a_failed_client_job_fails_the_run_with_the_runners_message_and_deletes_
     failure = {
         "v": 1,
         "ok": False,
-        "kind": "connect",
-        "message": "sysbench 1.0.20 could not connect to MySQL server on host 'basic-tidb', port 4000",
+        "kind": "sql-error",
+        "message": "sysbench 1.0.20: SQL error 1146 (Table 'sbtest.sbtest1' doesn't exist)",
     }
     bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 5000.0, 2.0))
     bed.kube.finish_job(NS, "sweep-s0-c1", failure)
@@ -797,22 +805,146 @@ def test_a_failed_client_job_fails_the_run_with_the_runners_message_and_deletes_
     assert st["phase"] == "Failed"
     assert bed.condition("Failed")["reason"] == "StepFailed"
     assert st["message"] == (
-        "step 1 (oltp_point_select, 8 threads), Job sweep-s0-c1: sysbench 1.0.20 could not "
-        "connect to MySQL server on host 'basic-tidb', port 4000"
+        "step 1 (oltp_point_select, 8 threads), Job sweep-s0-c1: sysbench 1.0.20: SQL error "
+        "1146 (Table 'sbtest.sbtest1' doesn't exist)"
     )
     assert st["steps"][0]["phase"] == "Failed"
     assert bed.kube.job_names(NS) == []
 
 
 def test_a_runner_that_crashed_without_a_document_fails_with_its_exit_code() -> None:
-    bed = Bed(run_spec(threads=[8]))
+    bed = Bed(run_spec(threads=[8], stepRetries=0))
     bed.to_running()
     bed.kube.finish_job(NS, "sweep-s0-c0", None, exit_code=137)
     bed.reconcile()
     assert bed.status["phase"] == "Failed"
-    assert bed.status["message"].endswith(
-        "Job sweep-s0-c0: BackoffLimitExceeded: Job has reached the specified backoff limit"
+    assert bed.status["message"] == (
+        "step 1 (oltp_point_select, 8 threads): pod sweep-s0-c0-pod: runner exited 137 (Error) "
+        "without a result; it ran 1 time(s) and spec.stepRetries is 0"
     )
+
+
+# --- lost clients: retried, the cause named ---------------------------------------------------
+
+
+def test_an_oom_killed_client_is_named_and_its_step_retried_then_recorded() -> None:
+    bed = Bed(run_spec(threads=[8, 16], resources={"limits": {"memory": "256Mi"}}))
+    bed.to_running()
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 8000.0, 2.0), log=series_log([8000.0]))
+    bed.reconcile()
+    bed.kube.kill_pod(NS, "sweep-s1-c0", reason="OOMKilled")
+    bed.reconcile()
+    step = bed.step(1)
+    assert (step["phase"], step["attempt"]) == ("Pending", 1)
+    assert "pod sweep-s1-c0-pod was OOM-killed (memory limit 256Mi)" in step["notes"][0]
+    assert bed.kube.job_names(NS)[-1] != "sweep-s1-c0", "the lost attempt's Job is deleted"
+    retried = bed.kube.events_of(["StepRetried"])[0]["message"]
+    assert retried.startswith("step 2 (oltp_point_select, 16 threads): pod sweep-s1-c0-pod was")
+    assert retried.endswith("retry 1 of 2")
+    bed.reconcile()
+    assert bed.step(1)["jobNames"] == ["sweep-s1-c0-a1"]
+    bed.kube.finish_job(NS, "sweep-s1-c0-a1", result_doc(16, 9000.0, 3.0))
+    bed.reconcile()
+    assert bed.status["phase"] == "Succeeded"
+    assert [s["qps"] for s in bed.status["steps"]] == [8000.0, 9000.0]
+    assert bed.step(0)["attempt"] == 0 and bed.step(1)["attempt"] == 1
+
+
+def test_a_lost_client_in_a_later_round_is_retried_as_an_attempt_of_that_trial() -> None:
+    bed = Bed(run_spec(threads=[8], clients=1, repeats=2, stepRetries=1))
+    bed.to_running()
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 8000.0, 2.0), log=series_log([8000.0]))
+    bed.reconcile()
+    assert bed.step(0)["jobNames"] == ["sweep-s0-r1-c0"]
+    bed.kube.kill_pod(NS, "sweep-s0-r1-c0", reason="OOMKilled")
+    bed.reconcile()
+    assert (bed.step(0)["phase"], bed.step(0)["attempt"]) == ("Pending", 1)
+    assert "sweep-s0-c0" in bed.kube.job_names(NS), "the first trial's Job is kept"
+    bed.reconcile()
+    assert bed.step(0)["jobNames"] == ["sweep-s0-r1-c0-a1"], "round in -r, attempt in -a"
+    bed.kube.finish_job(
+        NS, "sweep-s0-r1-c0-a1", result_doc(8, 8200.0, 2.0), log=series_log([8200.0])
+    )
+    bed.reconcile()
+    assert bed.status["phase"] == "Succeeded"
+    assert [t["result"]["qps"] for t in bed.step(0)["trials"]] == [8000.0, 8200.0]
+    assert sorted(stored(bed).series) == ["0", "0.1"], "each trial's series kept, as before"
+
+
+def test_an_evicted_client_is_named() -> None:
+    bed = Bed(run_spec(threads=[8], stepRetries=0))
+    bed.to_running()
+    bed.kube.kill_pod(NS, "sweep-s0-c0", reason="Error", evicted=True)
+    bed.reconcile()
+    assert bed.status["phase"] == "Failed"
+    assert (
+        "pod sweep-s0-c0-pod was evicted: The node was low on resource: memory."
+        in (bed.status["message"])
+    )
+
+
+def test_a_client_pod_deleted_mid_step_is_retried_and_the_retries_are_bounded() -> None:
+    bed = Bed(run_spec(threads=[8], stepRetries=1))
+    bed.to_running()
+    bed.kube.schedule(NS, "sweep-s0-c0")
+    bed.reconcile()
+    assert bed.step(0)["podNames"] == ["sweep-s0-c0-pod"]
+    bed.kube.delete_pod(NS, "sweep-s0-c0")
+    bed.reconcile()
+    assert bed.step(0)["attempt"] == 1
+    assert "client pod sweep-s0-c0-pod was deleted mid-step" in bed.step(0)["notes"][0]
+    bed.reconcile()
+    bed.kube.kill_pod(NS, "sweep-s0-c0-a1", reason="OOMKilled")
+    bed.reconcile()
+    assert bed.status["phase"] == "Failed"
+    assert "it ran 2 time(s) and spec.stepRetries is 1" in bed.status["message"]
+    assert bed.kube.job_names(NS) == []
+
+
+def test_a_client_that_lost_the_database_is_retried() -> None:
+    bed = Bed(run_spec(threads=[8]))
+    bed.to_running()
+    lost = {"v": 1, "ok": False, "kind": "sql-error",
+            "message": "sysbench 1.0.20: SQL error 2013 (Lost connection to MySQL server)"}  # fmt: skip
+    bed.kube.finish_job(NS, "sweep-s0-c0", lost)
+    bed.reconcile()
+    assert bed.step(0)["attempt"] == 1 and bed.status["phase"] == "Running"
+
+
+def test_pods_deleted_after_their_step_finished_rerun_the_step_instead_of_failing_it() -> None:
+    bed = Bed(run_spec(threads=[8]))
+    bed.to_running()
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 8000.0, 2.0))
+    bed.kube.delete_pod(NS, "sweep-s0-c0")  # while the controller was away
+    bed.reconcile()
+    assert bed.status["phase"] == "Running"
+    assert (
+        "the pods of Job sweep-s0-c0 were deleted before the controller read"
+        in (bed.step(0)["notes"][0])
+    )
+
+
+@pytest.mark.parametrize(
+    ("reason", "age", "fails"),
+    [("ImagePullBackOff", 0, True), ("ErrImagePull", 5, False), ("ErrImagePull", 31, True),
+     ("CreateContainerConfigError", 0, True), ("ContainerCreating", 300, False)],
+)  # fmt: skip
+def test_a_container_that_cannot_start_fails_the_run_naming_the_image(
+    reason: str, age: int, fails: bool
+) -> None:
+    bed = Bed(run_spec(threads=[8], image="registry.invalid/tidb-bench:typo"))
+    bed.to_running()
+    said = 'Back-off pulling image "registry.invalid/tidb-bench:typo"'
+    bed.kube.container_waiting(NS, "sweep-s0-c0", reason, said)
+    bed.clock.advance(age)
+    bed.reconcile()
+    if not fails:
+        assert bed.status["phase"] == "Running"
+        return
+    assert bed.status["phase"] == "Failed"
+    assert bed.condition("Failed")["reason"] == "ContainerCannotStart"
+    assert f"image registry.invalid/tidb-bench:typo: {reason}: {said}" in bed.status["message"]
+    assert bed.kube.job_names(NS) == []
 
 
 def test_a_termination_message_that_is_not_json_is_quoted_as_the_reason() -> None:
@@ -870,7 +1002,7 @@ def test_two_clients_are_combined_into_one_step_with_qps_summed() -> None:
     )
     assert any("histogram" in n for n in step["notes"]), step["notes"]
     assert step["valid"] is True
-    series = json.loads(bed.kube.configmaps[(NS, "sweep-results")]["data"]["series.json"])
+    series = stored(bed).series
     assert sorted(series["0"]["clients"]) == ["0", "1"]
     assert bed.status["phase"] == "Succeeded"
     assert bed.status["environment"]["nodes"] == ["bench-1", "bench-2"]
@@ -1160,3 +1292,99 @@ def test_a_finished_run_records_its_fingerprint_from_sql_pods_and_spec() -> None
     assert fp["config"] == {"tikv.storage.block-cache.capacity": "8GiB"}
     assert fp["sysbenchVersion"] == "1.0.20"
     assert fp["spec"]["threads"] == "[4]" and "credentials.secretRef.name" not in fp["spec"]
+
+
+def test_a_killed_pod_whose_message_is_its_log_tail_is_retried_not_misread() -> None:
+    bed = Bed(run_spec(threads=[8]))
+    bed.to_running()
+    bed.kube.kill_pod(NS, "sweep-s0-c0", reason="OOMKilled")
+    pod = bed.kube.pod_of(NS, "sweep-s0-c0")
+    assert pod is not None
+    term = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    term["message"] = "[ 10s ] thds: 1 tps: 100.00 qps: 100.00"  # FallbackToLogsOnError
+    bed.reconcile()
+    assert bed.status["phase"] == "Running" and bed.step(0)["attempt"] == 1
+    assert "was OOM-killed" in bed.step(0)["notes"][0]
+
+
+# --- a reconcile that keeps failing, a status edited by hand --------------------------------
+
+
+def stored_status(bed: Bed) -> JSON:
+    return dict(bed.kube.runs[(NS, bed.name)].get("status") or {})
+
+
+def look(reconciler: RunReconciler, kube: FakeKube, body: JSON) -> float | None:
+    """What the Driver's look does with a run: reconcile and write, or count the failure."""
+    meta = body["metadata"]
+    try:
+        out = reconciler.reconcile(body)
+        status = reconciler.settled(body, out.status)
+        if status:
+            kube.patch_benchmark_run_status(meta["namespace"], meta["name"], status)
+        return out.requeue_seconds
+    except Exception as exc:
+        return reconciler.failed(body, exc)
+
+
+def test_a_failing_reconcile_shows_in_status_and_health_and_fails_the_run_after_its_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bed = Bed(run_spec(threads=[8]))
+    bed.to_running()
+
+    def broken(*_: Any) -> list[JSON]:
+        raise KubeError("listing Jobs in namespace bench: 503 Service Unavailable")
+
+    monkeypatch.setattr(bed.kube, "jobs", broken)
+    hint = look(bed.reconciler, bed.kube, bed.kube.runs[(NS, bed.name)])
+    assert hint == 2.0
+    cond = next(c for c in stored_status(bed)["conditions"] if c["type"] == "ReconcileFailing")
+    assert cond["status"] == "True" and "503 Service Unavailable" in cond["message"]
+    assert stored_status(bed)["phase"] == "Running"
+    assert bed.reconciler.health() == {}, "not red at the first failure"
+    bed.clock.advance(150)
+    look(bed.reconciler, bed.kube, bed.kube.runs[(NS, bed.name)])
+    assert "503 Service Unavailable" in bed.reconciler.health()[bed.body["metadata"]["uid"]]
+    # A controller restarted meanwhile keeps counting from the condition's time.
+    fresh = RunReconciler(bed.kube, clock=bed.clock, image="tidb-bench:test")
+    bed.clock.advance(151)
+    monkeypatch.undo()
+    monkeypatch.setattr(bed.kube, "jobs", broken)
+    look(fresh, bed.kube, bed.kube.runs[(NS, bed.name)])
+    st = stored_status(bed)
+    assert st["phase"] == "Failed"
+    assert st["message"].startswith("the controller could not reconcile this run for 301s")
+    assert fresh.health() == {}
+
+
+def test_a_reconcile_that_recovers_clears_its_condition() -> None:
+    bed = Bed(run_spec(threads=[8]))
+    bed.to_running()
+    real = bed.kube.jobs
+    bed.kube.jobs = lambda *_: (_ for _ in ()).throw(KubeError("timed out"))  # type: ignore[method-assign]
+    look(bed.reconciler, bed.kube, bed.kube.runs[(NS, bed.name)])
+    bed.kube.jobs = real  # type: ignore[method-assign]
+    look(bed.reconciler, bed.kube, bed.kube.runs[(NS, bed.name)])
+    cond = next(c for c in stored_status(bed)["conditions"] if c["type"] == "ReconcileFailing")
+    assert (cond["status"], cond["reason"]) == ("False", "Recovered")
+
+
+def test_a_status_edited_by_hand_fails_the_run_naming_the_field_and_deletes_its_jobs() -> None:
+    bed = Bed(run_spec(threads=[8, 16]))
+    bed.to_running()
+    bed.body["status"]["steps"][0]["threads"] = "many"
+    bed.reconcile()
+    st = bed.status
+    assert st["phase"] == "Failed"
+    assert bed.condition("Failed")["reason"] == "InvalidStatus"
+    assert st["message"].startswith("status.steps.0.threads: Input should be a valid integer")
+    assert "'many'" in st["message"]
+    assert bed.kube.job_names(NS) == []
+    assert not st.get("steps"), "the unreadable status is replaced, not merged"
+
+
+def test_a_finished_runs_unreadable_status_is_left_alone() -> None:
+    bed = Bed(run_spec(threads=[8]))
+    bed.body["status"] = {"phase": "Succeeded", "steps": [{"index": "x"}]}
+    assert bed.reconcile().status == {}

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -33,6 +36,7 @@ from tidb_bench_operator.domain.runner_message import (
 )
 from tidb_bench_operator.errors import SysbenchError, TidbBenchError
 from tidb_bench_operator.runner import (
+    SYSBENCH_STOP_SECONDS,
     StepPlan,
     exec_sysbench,
     failure_report,
@@ -342,3 +346,60 @@ def test_switched_off_analyze_and_warm_up_reach_the_prepare_job_as_off() -> None
     )
     parsed = build_parser().parse_args(["runner", *args])
     assert (parsed.analyze, parsed.warm_up) == ("off", "off")
+
+
+# --- SIGTERM: the runner is PID 1 of its pod and must stop sysbench itself ---------------------
+
+STUBBORN = """#!{python}
+import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+open({pids!r}, "w").write(f"{{os.getpid()}} {{child.pid}}")
+print("SQL statistics:", flush=True)
+time.sleep(60)
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("when", ["measuring", "waiting for the start"])
+def test_sigterm_stops_sysbench_and_its_children_within_seconds_and_reports_cancelled(
+    tmp_path: Path, when: str
+) -> None:
+    pids = tmp_path / "pids"
+    stub = tmp_path / "sysbench"
+    stub.write_text(STUBBORN.format(python=sys.executable, pids=str(pids)))
+    stub.chmod(0o755)
+    term = tmp_path / "termination-log"
+    start_at = datetime.now(UTC) + timedelta(seconds=60 if when != "measuring" else 0)
+    args = [
+        sys.executable, "-m", "tidb_bench_operator.cli", "runner", "step",
+        "--workload=oltp_point_select", "--threads=1", "--duration=60", "--host=127.0.0.1",
+        "--port=1", f"--termination-log={term}", f"--start-at={start_at.isoformat()}",
+    ]  # fmt: skip
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    errors = tmp_path / "stderr"
+    with errors.open("wb") as err:
+        runner = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=err)
+    deadline = time.monotonic() + 20
+    if when == "measuring":
+        while not (pids.exists() and pids.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        sysbench, child = (int(p) for p in pids.read_text().split())
+    else:
+        time.sleep(1.0)
+    sent = time.monotonic()
+    runner.send_signal(signal.SIGTERM)
+    code = runner.wait(timeout=10)
+    took = time.monotonic() - sent
+    assert code == 143, errors.read_text()
+    assert took < SYSBENCH_STOP_SECONDS + 2, took
+    if when == "measuring":
+        assert not alive(sysbench) and not alive(child), "sysbench's whole group is gone"
+    doc = json.loads(term.read_text())
+    assert (doc["ok"], doc["kind"]) == (False, "cancelled")

@@ -182,14 +182,6 @@ class Kube:
             ),
         )  # fmt: skip
 
-    def configmap_data(self, namespace: str, name: str) -> dict[str, str] | None:
-        """A ConfigMap's data, or None when it does not exist."""
-        cm = self._read(
-            "ConfigMap", namespace, name,
-            lambda **kw: self.core.read_namespaced_config_map(name, namespace, **kw),
-        )  # fmt: skip
-        return None if cm is None else dict(cm.get("data") or {})
-
     def server_version(self) -> str:
         """The API server's version, e.g. v1.20.2."""
         with _converted("reading the API server's version"):

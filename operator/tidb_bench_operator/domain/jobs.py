@@ -155,3 +155,100 @@ def cluster_images(tc: JSON) -> tuple[dict[str, str], dict[str, int]]:
         if "replicas" in c:
             replicas[comp] = int(c["replicas"])
     return images, replicas
+
+
+#: Container waiting reasons that waiting longer does not cure (the kubelet's own words):
+#: the run fails at once, naming the image and the reason.
+HOPELESS_WAITING = ("ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
+                    "CreateContainerConfigError", "CreateContainerError")  # fmt: skip
+#: ... and one the kubelet may still overcome: it fails the run once the pod is this old.
+PULL_GRACE_SECONDS = 30.0
+
+
+def start_failure(pods: Sequence[JSON], now: datetime) -> str:
+    """Why a pod's container can never start (image pull, container config), or ''."""
+    for pod in pods:
+        created = _time((pod.get("metadata") or {}).get("creationTimestamp"))
+        age = (now - created).total_seconds() if created else 0.0
+        images = {c["name"]: c.get("image") for c in pod["spec"].get("containers") or []}
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            waiting = (cs.get("state") or {}).get("waiting") or {}
+            reason = str(waiting.get("reason") or "")
+            if reason in HOPELESS_WAITING or (
+                reason == "ErrImagePull" and age >= PULL_GRACE_SECONDS
+            ):
+                image = cs.get("image") or images.get(cs.get("name"))
+                return (
+                    f"pod {pod['metadata']['name']}: image {image}: {reason}: "
+                    f"{waiting.get('message') or 'no message'}"
+                )
+    return ""
+
+
+def _time(text: object) -> datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def loss_cause(job: JSON, pods: Sequence[JSON]) -> str:
+    """Why a Job's runner ended without a result: OOM-killed, evicted, node lost, deleted...
+
+    Read from the pod (its status reason and the container's termination reason), else the
+    Job's Failed condition; a Job without pods had them deleted.
+    """
+    name = job["metadata"]["name"]
+    mine = pods_of(job, pods)
+    for pod in mine:
+        ps = pod.get("status") or {}
+        pod_name = pod["metadata"]["name"]
+        if ps.get("reason") == "Evicted":
+            return f"pod {pod_name} was evicted: {ps.get('message') or 'by its node'}"
+        if (
+            ps.get("reason") in ("NodeLost", "NodeShutdown", "Terminated")
+            or ps.get("phase") == "Unknown"
+        ):
+            node = pod["spec"].get("nodeName")
+            return f"pod {pod_name} was lost with its node {node}: {ps.get('message') or ''}"
+        for cs in ps.get("containerStatuses") or []:
+            term = (cs.get("state") or {}).get("terminated") or {}
+            if term.get("reason") == "OOMKilled":
+                limit = _memory_limit(pod, str(cs.get("name")))
+                return (
+                    f"pod {pod_name} was OOM-killed (memory limit {limit}): give the runner "
+                    "more memory (spec.resources.limits.memory) or fewer threads"
+                )
+            if term:
+                return (
+                    f"pod {pod_name}: runner exited {term.get('exitCode')} "
+                    f"({term.get('reason')}) without a result"
+                )
+    for c in (job.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Failed" and c.get("status") == "True":
+            return f"Job {name}: {c.get('reason')}: {c.get('message')}"
+    if not mine:
+        return f"the pods of Job {name} were deleted before the controller read their result"
+    return f"Job {name} ended without a result"
+
+
+def was_killed(job: JSON, pods: Sequence[JSON]) -> bool:
+    """True when the Job's pod was killed from outside (evicted, OOM, node lost, a signal).
+
+    Its termination message may then be a log tail (FallbackToLogsOnError), not a result.
+    """
+    for pod in pods_of(job, pods):
+        ps = pod.get("status") or {}
+        if ps.get("reason") in ("Evicted", "NodeLost", "NodeShutdown", "Terminated"):
+            return True
+        for cs in ps.get("containerStatuses") or []:
+            term = (cs.get("state") or {}).get("terminated") or {}
+            if term.get("reason") == "OOMKilled" or term.get("exitCode") in (137, 143):
+                return True
+    return False
+
+
+def _memory_limit(pod: JSON, container: str) -> str:
+    for c in pod["spec"].get("containers") or []:
+        if c.get("name") == container:
+            return str(((c.get("resources") or {}).get("limits") or {}).get("memory", "none"))
+    return "none"

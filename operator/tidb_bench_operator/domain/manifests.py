@@ -36,6 +36,9 @@ USER_ENV = "TIDB_BENCH_USER"
 # Seconds between creating a step's Jobs and the start time their pods wait for: long
 # enough for the scheduler and image pulls on a warm node, short enough not to waste time.
 START_LEAD_SECONDS = 8
+#: Seconds a benchmark pod gets between SIGTERM and SIGKILL: the runner stops sysbench at
+#: once (runner.Stopper), so a deleted run's load ends within seconds, not half a minute.
+RUNNER_GRACE_SECONDS = 10
 # A client that starts more than this after the agreed start makes the step invalid.
 MAX_START_SKEW_SECONDS = 3
 
@@ -106,14 +109,20 @@ def owner_name(metadata: Mapping[str, Any], kind: str) -> str | None:
     return None
 
 
-def step_job_name(run: str, step: int, client: int, round_: int = 0) -> str:
+def step_job_name(run: str, step: int, client: int, round_: int = 0, attempt: int = 0) -> str:
     """Deterministic Job name: re-creating after a controller restart finds the same Job.
 
     Round 0 keeps the name it had before repeats existed; later rounds add `r<round>`.
+    A retried step's Jobs get the attempt in their names (`-a1`), so they never meet the
+    Jobs of the attempt before, which may still be going away.
     """
+    parts = [f"s{step}"]
     if round_:
-        return object_name(run, f"s{step}", f"r{round_}", f"c{client}")
-    return object_name(run, f"s{step}", f"c{client}")
+        parts.append(f"r{round_}")
+    parts.append(f"c{client}")
+    if attempt:
+        parts.append(f"a{attempt}")
+    return object_name(run, *parts)
 
 
 def owner_reference(run: RunRef) -> dict[str, Any]:
@@ -230,6 +239,7 @@ def build_runner_job(
         resources["limits"] = dict(spec.resources.limits)
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": RUNNER_GRACE_SECONDS,
         # The runner needs no Kubernetes API access at all.
         "serviceAccountName": RUNNER_SERVICE_ACCOUNT,
         "automountServiceAccountToken": False,
@@ -247,7 +257,7 @@ def build_runner_job(
         "containers": [
             {
                 "name": "runner",
-                "image": image or spec.image or DEFAULT_IMAGE,
+                "image": spec.image or image or DEFAULT_IMAGE,
                 "imagePullPolicy": "IfNotPresent",
                 "command": ["tidb-bench", "runner"],
                 "args": runner_args,
@@ -354,10 +364,8 @@ def build_dataset_runner_args(
     return args
 
 
-def build_results_configmap(
-    run: RunRef, name: str, series: dict[str, Any], steps: list[dict[str, Any]]
-) -> dict[str, Any]:
-    """The full per-interval series of every step, owned by the run (status keeps summaries)."""
+def build_results_configmap(run: RunRef, name: str, data: dict[str, str]) -> dict[str, Any]:
+    """One ConfigMap of the run's results store (domain.results_store), owned by the run."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -367,10 +375,7 @@ def build_results_configmap(
             "labels": {**MANAGED_BY, LABEL_RUN: label_value(run.name), LABEL_ROLE: "results"},
             "ownerReferences": [owner_reference(run)],
         },
-        "data": {
-            "steps.json": json.dumps(steps, indent=1, sort_keys=True),
-            "series.json": json.dumps(series, separators=(",", ":"), sort_keys=True),
-        },
+        "data": data,
     }
 
 

@@ -471,6 +471,14 @@ class BenchmarkRunSpec(_Spec):
     resources: Resources = Field(
         default_factory=Resources, description="Compute resources of each client pod."
     )
+    step_retries: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="How many times a step runs again when a client pod is lost (deleted, "
+        "evicted, OOM-killed, its node gone) or loses the database, before the run fails; "
+        "steps already measured are kept.",
+    )
     ttl_seconds_after_finished: int | None = Field(
         default=None,
         ge=0,
@@ -657,6 +665,13 @@ class StepStatus(_Status):
         description="The valid trials' QPS together: n, median, mean, the 95% interval of "
         "the mean (Student t), the coefficient of variation, and noisy when it exceeds "
         "spec.noisyCvPercent.",
+    )
+    attempt: int = Field(
+        default=0, ge=0, description="Retries so far (spec.stepRetries bounds them); 0: first run."
+    )
+    pod_names: list[str] = Field(
+        default_factory=list,
+        description="Client pods seen running this attempt; one that disappears is retried.",
     )
 
     @field_validator("latency_ms", mode="before")

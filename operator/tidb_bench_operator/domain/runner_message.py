@@ -103,6 +103,14 @@ class RunnerFailure(_Message):
 
 Report = TypeVar("Report", StepReport, DatasetReport)
 
+#: Failure kinds that say the client lost the database or was stopped, not that the step
+#: cannot work: such a step is run again (spec.stepRetries). "cancelled": the runner got
+#: SIGTERM (its pod was deleted or evicted).
+RETRIED_KINDS = ("connect", "no-summary", "thread-init-timeout", "cancelled")
+#: MySQL client errors of a connection lost or refused mid-step (server gone away, lost
+#: connection, cannot connect, server shutdown in progress).
+RETRIED_ERRNOS = ("2006", "2013", "2003", "1053")
+
 
 def termination_text(message: StepReport | DatasetReport | RunnerFailure) -> str:
     """The message as the termination message: compact JSON within MAX_TERMINATION_MESSAGE.
@@ -130,6 +138,15 @@ def termination_text(message: StepReport | DatasetReport | RunnerFailure) -> str
 
 def _dumps(doc: dict[str, Any]) -> str:
     return json.dumps(doc, separators=(",", ":"))
+
+
+def is_retried(f: RunnerFailure) -> bool:
+    """True when the failure is the database or the pod going away, not the step itself."""
+    if f.kind in RETRIED_KINDS:
+        return True
+    return f.kind in ("sql-error", "fatal") and any(
+        f"error {n}" in f.message for n in RETRIED_ERRNOS
+    )
 
 
 def failure(kind: str, message: str) -> RunnerFailure:

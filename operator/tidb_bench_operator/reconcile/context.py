@@ -23,6 +23,7 @@ from tidb_bench_operator.domain.models import (
     RunPhase,
 )
 from tidb_bench_operator.domain.queue import ADMITTED, Turn
+from tidb_bench_operator.domain.results_store import DEFAULT_BUDGET
 from tidb_bench_operator.domain.status import ConditionStatus, set_condition
 from tidb_bench_operator.reconcile.gate import PreflightOutcome
 
@@ -66,10 +67,6 @@ class RunKube(Protocol):
         """The TidbCluster, or None when it does not exist."""
         ...
 
-    def configmap_data(self, namespace: str, name: str) -> dict[str, str] | None:
-        """A ConfigMap's data, or None when it does not exist."""
-        ...
-
     def create_job(self, body: JSON) -> JSON:
         """Create a Job, or return the existing one of that name."""
         ...
@@ -90,6 +87,10 @@ class RunKube(Protocol):
         """Post an Event (best effort)."""
         ...
 
+    def patch_benchmark_run_status(self, namespace: str, name: str, status: JSON) -> object:
+        """Merge-patch a BenchmarkRun's status (what it returns is not used here)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Deps:
@@ -100,6 +101,8 @@ class Deps:
     image: str | None
     scheduling_timeout: timedelta
     server_facts: ServerFactsFn | None = None
+    #: Characters of results per ConfigMap (domain.results_store.DEFAULT_BUDGET).
+    results_budget: int = DEFAULT_BUDGET
 
 
 @dataclass

@@ -11,6 +11,7 @@ from tidb_bench_operator.domain.jobs import (
     job_finished,
     run_selector,
     runner_report,
+    start_failure,
     unschedulable_reason,
 )
 from tidb_bench_operator.domain.manifests import (
@@ -97,6 +98,14 @@ def dataset_job(ctx: RunContext, action: str, what: str) -> DatasetReport | None
     selector = run_selector(run, role=action)
     job = next(iter(ctx.kube.jobs(run.namespace, selector)), created)
     pods = ctx.kube.pods(run.namespace, selector)
+    hopeless = start_failure(pods, ctx.now)
+    if hopeless:
+        ctx.fail(
+            "ContainerCannotStart",
+            f"the {what} container cannot start: {hopeless}; fix spec.image (or remove it to "
+            "use the controller's runner image) or the Secret the pod reads",
+        )
+        return None
     unscheduled = unschedulable_reason(pods)
     since = parse_time(job["metadata"].get("creationTimestamp")) or ctx.now
     if unscheduled:

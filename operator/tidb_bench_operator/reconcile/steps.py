@@ -7,23 +7,27 @@ instead of falling on one step's trials; status.currentRound says which round ru
 A step is `spec.clients` Jobs (one per client pod) that start together at an agreed time
 (START_LEAD_SECONDS ahead; a client that starts late makes the step invalid). Once every
 Job finished, their StepReports are combined into the step's numbers, the interval series
-go to the results ConfigMap, and the next step starts in the same reconcile.
+go to the run's results ConfigMaps (domain.results_store), and the next step starts in
+the same reconcile.
 """
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
 from tidb_bench_operator.domain.jobs import (
+    JOB_CONTROLLER_UID,
     RUNNER_CONTAINER,
     client_index,
     job_failure_text,
     job_finished,
+    loss_cause,
     run_selector,
     runner_report,
     start_at_of,
+    start_failure,
     unschedulable_reason,
+    was_killed,
 )
 from tidb_bench_operator.domain.manifests import (
     START_LEAD_SECONDS,
@@ -35,10 +39,17 @@ from tidb_bench_operator.domain.manifests import (
 )
 from tidb_bench_operator.domain.models import StepPhase, StepStatus, Trial
 from tidb_bench_operator.domain.results import StepResult
+from tidb_bench_operator.domain.results_store import (
+    StepSeries,
+    index_parts,
+    series_parts,
+    step_series,
+)
 from tidb_bench_operator.domain.runner_message import (
     RunnerFailure,
     StepReport,
     combine_clients,
+    is_retried,
     read_series,
 )
 from tidb_bench_operator.domain.status import condition_reason
@@ -47,6 +58,9 @@ from tidb_bench_operator.reconcile.context import JSON, RunContext
 
 #: A step's Jobs may run this long beyond the start lead, warm-up and duration.
 STEP_DEADLINE_SLACK_SECONDS = 300
+#: A retried step starts again after this many seconds times its retry number (the database
+#: that went away gets time to come back).
+RETRY_DELAY_SECONDS = 3.0
 
 
 def run_steps(ctx: RunContext) -> bool:
@@ -66,10 +80,14 @@ def run_steps(ctx: RunContext) -> bool:
 
 
 def start(ctx: RunContext, step: StepStatus) -> None:
-    """Create the step's client Jobs (idempotent: their names are fixed)."""
+    """Create the step's client Jobs (idempotent: their names are fixed per attempt)."""
     spec, run, st = ctx.spec, ctx.run, ctx.st
     round_ = st.current_round or 0
-    existing = ctx.kube.jobs(run.namespace, run_selector(run, "step", step.index, round_))
+    names = [
+        step_job_name(run.name, step.index, c, round_, step.attempt) for c in range(spec.clients)
+    ]
+    selector = run_selector(run, "step", step.index, round_)
+    existing = _current(ctx.kube.jobs(run.namespace, selector), names)
     # After a restart some Jobs of this step may exist already: keep their start time so
     # all clients still start together. One client needs no rendezvous (and cannot be late
     # for one: a slow pod start under load must not make its step invalid); several get a
@@ -83,9 +101,7 @@ def start(ctx: RunContext, step: StepStatus) -> None:
         + spec.duration_seconds
         + STEP_DEADLINE_SLACK_SECONDS
     )
-    names = []
-    for c in range(spec.clients):
-        name = step_job_name(run.name, step.index, c, round_)
+    for c, name in enumerate(names):
         args = build_step_runner_args(
             spec, ctx.endpoint, workload=step.workload, threads=step.threads, start_at=start_at
         )
@@ -95,32 +111,63 @@ def start(ctx: RunContext, step: StepStatus) -> None:
             image=ctx.deps.image,
         )  # fmt: skip
         ctx.kube.create_job(job)
-        names.append(name)
     step.phase = StepPhase.RUNNING
     step.started_at = ctx.now
     step.job_names = names
+    step.pod_names = []
     msg = (
         f"step {step.index + 1}/{len(st.steps)}: {step.workload} at {step.threads} threads"
         f" x {spec.clients} client(s)"
         + (f", trial {round_ + 1}/{spec.repeats}" if spec.repeats > 1 else "")
         + (f", starting together at {start_at.isoformat()}" if start_at else "")
+        + (f" (retry {step.attempt} of {spec.step_retries})" if step.attempt else "")
     )
     ctx.condition("Progressing", "True", "StepRunning", msg)
     ctx.event("Normal", "StepStarted", msg)
     ctx.wait(1.0)
 
 
+def _current(jobs: list[JSON], names: list[str]) -> list[JSON]:
+    """The Jobs of this attempt (a retried step's old Jobs may still be going away)."""
+    return [j for j in jobs if j["metadata"]["name"] in names]
+
+
 def observe(ctx: RunContext, step: StepStatus) -> None:
-    """Look at a running step's Jobs: restart, wait, fail, or record it."""
+    """Look at a running step's Jobs: retry, wait, fail, or record it."""
     spec, run = ctx.spec, ctx.run
-    selector = run_selector(run, "step", step.index, ctx.st.current_round or 0)
-    jobs = ctx.kube.jobs(run.namespace, selector)
-    pods = ctx.kube.pods(run.namespace, selector)
+    round_ = ctx.st.current_round or 0
+    selector = run_selector(run, "step", step.index, round_)
+    names = step.job_names or [
+        step_job_name(run.name, step.index, c, round_, step.attempt) for c in range(spec.clients)
+    ]
+    jobs = _current(ctx.kube.jobs(run.namespace, selector), names)
+    uids = {j["metadata"]["uid"] for j in jobs}
+    pods = [
+        p for p in ctx.kube.pods(run.namespace, selector)
+        if (p["metadata"].get("labels") or {}).get(JOB_CONTROLLER_UID) in uids
+    ]  # fmt: skip
     if len(jobs) < spec.clients:
-        _restart(ctx, step)
+        retry(ctx, step, "a client Job was deleted")
+        return
+    hopeless = start_failure(pods, ctx.now)
+    if hopeless:
+        ctx.delete_jobs(role="step", step=step.index)
+        step.phase = StepPhase.FAILED
+        ctx.fail(
+            "ContainerCannotStart",
+            f"step {step.index + 1} ({step.workload}, {step.threads} threads): the benchmark "
+            f"container cannot start: {hopeless}; fix spec.image (or remove it to use the "
+            "controller's runner image) or the Secret the pod reads",
+        )
     elif unschedulable_reason(pods):
         _unschedulable(ctx, step, unschedulable_reason(pods))
     elif not all(job_finished(j) for j in jobs):
+        seen = {p["metadata"]["name"] for p in pods}
+        gone = [n for n in step.pod_names if n not in seen]
+        if gone:
+            retry(ctx, step, f"client pod {gone[0]} was deleted mid-step")
+            return
+        step.pod_names = sorted(set(step.pod_names) | seen)
         if condition_reason(ctx.st.conditions, "Progressing") == "Unschedulable":
             ctx.condition("Progressing", "True", "StepRunning", f"step {step.index + 1}: scheduled")
         ctx.wait(1.0)
@@ -130,13 +177,34 @@ def observe(ctx: RunContext, step: StepStatus) -> None:
             record(ctx, step, reports, pods)
 
 
-def _restart(ctx: RunContext, step: StepStatus) -> None:
-    """Someone deleted a Job mid-step: its clients cannot be re-synchronised, so the step
-    starts over (a lost step would be worse than a repeated one)."""
+def retry(ctx: RunContext, step: StepStatus, cause: str) -> None:
+    """A client was lost (`cause`): run the step again, or fail once spec.stepRetries are used.
+
+    Its clients cannot be re-synchronised, so the whole step starts over with new Jobs (a
+    lost step would be worse than a repeated one); steps already measured are kept.
+    """
+    what = f"step {step.index + 1} ({step.workload}, {step.threads} threads)"
     ctx.delete_jobs(role="step", step=step.index, round_=ctx.st.current_round or 0)
+    if step.attempt >= ctx.spec.step_retries:
+        step.phase = StepPhase.FAILED
+        step.finished_at = ctx.now
+        step.notes = [*step.notes, f"attempt {step.attempt + 1}: {cause}"]
+        ctx.fail(
+            "StepFailed",
+            f"{what}: {cause}; it ran {step.attempt + 1} time(s) and spec.stepRetries is "
+            f"{ctx.spec.step_retries}",
+        )
+        return
+    step.notes = [*step.notes, f"attempt {step.attempt + 1} stopped at {ctx.now.isoformat()}: "
+                  f"{cause}; run again"]  # fmt: skip
+    step.attempt += 1
     step.phase = StepPhase.PENDING
-    step.notes = [*step.notes, f"restarted at {ctx.now.isoformat()}: a client Job vanished"]
-    ctx.event("Warning", "StepRestarted", f"step {step.index + 1}: a Job vanished")
+    step.job_names = []
+    step.pod_names = []
+    ctx.event("Warning", "StepRetried", f"{what}: {cause}; retry {step.attempt} of "
+              f"{ctx.spec.step_retries}")  # fmt: skip
+    ctx.condition("Progressing", "True", "StepRetried", f"{what}: {cause}")
+    ctx.wait(RETRY_DELAY_SECONDS * step.attempt)
 
 
 def _unschedulable(ctx: RunContext, step: StepStatus, why: str) -> None:
@@ -164,18 +232,28 @@ def _unschedulable(ctx: RunContext, step: StepStatus, why: str) -> None:
 def _reports(
     ctx: RunContext, step: StepStatus, jobs: list[JSON], pods: list[JSON]
 ) -> list[StepReport] | None:
-    """Every client's report, in client order; None (and the run failed) if one has none."""
+    """Every client's report, in client order; None when the step was retried or failed.
+
+    A client without a result (its pod killed or gone) or one that lost the database is
+    retried; a runner that reports a failure of the step itself fails the run.
+    """
     reports = []
     for job in sorted(jobs, key=lambda j: j["metadata"]["name"]):
         report = runner_report(job, pods, StepReport)
-        if not isinstance(report, StepReport):
-            why = report.message if isinstance(report, RunnerFailure) else ""
+        unread = isinstance(report, RunnerFailure) and report.kind == "unreadable"
+        if report is None or (unread and was_killed(job, pods)):
+            retry(ctx, step, loss_cause(job, pods))
+            return None
+        if isinstance(report, RunnerFailure):
+            if is_retried(report):
+                retry(ctx, step, f"Job {job['metadata']['name']}: {report.message}")
+                return None
             step.phase = StepPhase.FAILED
             step.finished_at = ctx.now
             ctx.fail(
                 "StepFailed",
                 f"step {step.index + 1} ({step.workload}, {step.threads} threads), Job "
-                f"{job['metadata']['name']}: {why or job_failure_text(job, pods)}",
+                f"{job['metadata']['name']}: {report.message or job_failure_text(job, pods)}",
             )
             return None
         reports.append(report)
@@ -194,6 +272,7 @@ def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: l
             f"INVALID: {len(combined.late)} client(s) started late (max "
             f"{latest:.1f}s after the agreed start)"
         )
+    series, series_notes = read_step_series(ctx, step, pods)
     if spec.repeats == 1:
         updated = step.with_result(combined.result)
         updated.valid = not combined.late
@@ -209,9 +288,12 @@ def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: l
         updated.notes = [*step.notes, *(f"trial {round_ + 1}: {n}" for n in notes)]
         done = len(updated.trials) >= spec.repeats
         updated.phase = StepPhase.SUCCEEDED if done else StepPhase.PENDING
+        if not done:  # the next trial has spec.stepRetries of its own
+            updated.attempt, updated.pod_names = 0, []
+    updated.notes = [*updated.notes, *series_notes, *series.notes]
     updated.finished_at = ctx.now
     st.steps[step.index] = updated
-    save_series(ctx, updated, pods)
+    save_results(ctx, updated.index, series, round_)
     ctx.event("Normal", "StepSucceeded", _recorded_text(ctx, updated, combined.result, round_))
     _advance(ctx, step.index)
     ctx.wait(0.5)
@@ -253,28 +335,38 @@ def _advance(ctx: RunContext, index: int) -> None:
         st.current_step = len(st.steps)
 
 
-def save_series(ctx: RunContext, step: StepStatus, pods: list[JSON]) -> None:
-    """Keep the per-interval series of every client in the results ConfigMap."""
-    run, st = ctx.run, ctx.st
-    name = object_name(run.name, "results")
-    # Earlier steps' series are kept: the ConfigMap is rewritten whole after each step.
-    current = ctx.kube.configmap_data(run.namespace, name) or {}
-    try:
-        series = dict(json.loads(current.get("series.json") or "{}"))
-    except (TypeError, ValueError):  # hand-edited or truncated: start the series afresh
-        series = {}
+def read_step_series(
+    ctx: RunContext, step: StepStatus, pods: list[JSON]
+) -> tuple[StepSeries, list[str]]:
+    """Every client's interval series from its log; a log without a readable one is noted."""
     per_client = {}
+    notes = []
     for pod in pods:
-        log = ctx.kube.pod_log(run.namespace, pod["metadata"]["name"], RUNNER_CONTAINER)
-        found = read_series(log or "")
+        log = ctx.kube.pod_log(ctx.run.namespace, pod["metadata"]["name"], RUNNER_CONTAINER)
+        try:
+            found = read_series(log or "")
+        except ValueError as exc:  # a garbled or cut series line: the numbers stand without it
+            notes.append(
+                f"client {client_index(pod)}: the interval series in the log of pod "
+                f"{pod['metadata']['name']} could not be read ({exc}): not kept"
+            )
+            continue
         if found is not None:
             per_client[client_index(pod)] = found
-    round_ = st.current_round or 0
-    series[str(step.index) if not round_ else f"{step.index}.{round_}"] = {
-        "workload": step.workload,
-        "threads": step.threads,
-        "clients": per_client,
-    }
+    return step_series(step.workload, step.threads, per_client), notes
+
+
+def save_results(ctx: RunContext, index: int, series: StepSeries, round_: int = 0) -> None:
+    """Write step `index`'s series (of round `round_`) and the index of the run's results.
+
+    Each object is within the store's budget by construction (domain.results_store); a
+    trial's series objects are written once, the small index after every trial.
+    """
+    run, st = ctx.run, ctx.st
+    name = object_name(run.name, "results")
+    budget = ctx.deps.results_budget
     steps = [s.model_dump(by_alias=True, exclude_none=True, mode="json") for s in st.steps]
-    ctx.kube.upsert_configmap(build_results_configmap(run, name, series, steps))
+    parts = series_parts(name, index, series, budget, round_)
+    for part in [*parts, *index_parts(name, steps, budget)]:
+        ctx.kube.upsert_configmap(build_results_configmap(run, part.name, part.data))
     st.results_config_map = name
