@@ -66,6 +66,12 @@ class _NoCluster:
     def tidb_cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
         return None
 
+    def v2_cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
+    def v2_groups(self, namespace: str) -> list[dict[str, Any]]:
+        return []
+
 
 def local_preflight(
     spec: BenchmarkRunSpec,

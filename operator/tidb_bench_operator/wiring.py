@@ -37,7 +37,9 @@ def build_preflight(kube: Kube, api: Any) -> PreflightFn:
             password = kube.secret_value(namespace, ref.secret_ref.name, ref.password_key)
             return mysql.DSN(endpoint.host, endpoint.port, user or "", password or "")
 
-        out = gate.run_preflight(spec, namespace, kube=kube, pd=pd, db=mysql.connector(dsn))
+        out = gate.run_preflight(
+            spec, namespace, kube=kube, pd=pd, db=mysql.connector(dsn), endpoint=endpoint
+        )
         return gate.with_skipped(out, spec)
 
     return preflight

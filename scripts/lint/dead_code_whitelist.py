@@ -17,3 +17,8 @@ _.progress_storage
 _.diffbase_storage
 _.server_timeout
 _.level
+
+# The run guard's inputs for a TiDB Operator v2 cluster (domain/cluster_view.py): issue 17
+# exposes them in the view, the guard that stops a run on a rollout or scale comes later.
+_.progressing  # ClusterView: the Cluster's Progressing condition
+_.unsettled_groups  # ClusterView: groups in a rollout or scale, from their status

@@ -9,6 +9,7 @@ from kubernetes import client
 from testbed.cluster import Testbed, TestbedError
 from testbed.kube import api_client, default_nodes, install_tidb_crd
 from testbed.services import mariadb_alive, start_agent, start_mariadb
+from testbed.v2cluster import install_v2_crds
 
 
 def bring_up(tb: Testbed) -> bool:
@@ -26,6 +27,7 @@ def bring_up(tb: Testbed) -> bool:
         api = api_client(tb)
         default_nodes(client.CoreV1Api(api), tb.ports.kubelet)
         install_tidb_crd(client.ApiextensionsV1Api(api))
+        install_v2_crds(client.ApiextensionsV1Api(api))  # TiDB Operator v2, made fit for 1.20
     except Exception as exc:
         tb.stop()
         if isinstance(exc, TestbedError):

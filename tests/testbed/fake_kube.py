@@ -67,6 +67,9 @@ class FakeKube:
         self.configmaps: dict[Key, JSON] = {}
         self.runs: dict[Key, JSON] = {}
         self.tidbclusters: dict[Key, JSON] = {}
+        # TiDB Operator v2: Clusters, and PD/TiKV/TiDB groups (any kind) by (namespace, name).
+        self.v2_clusters: dict[Key, JSON] = {}
+        self.v2_group_store: dict[tuple[str, str, str], JSON] = {}
         self.logs: dict[tuple[str, str, str], str] = {}
         self.events: list[JSON] = []
         self.service_accounts: dict[Key, JSON] = {}
@@ -90,6 +93,16 @@ class FakeKube:
     def add_tidb_cluster(self, body: JSON) -> None:
         meta = body["metadata"]
         self.tidbclusters[(meta["namespace"], meta["name"])] = copy.deepcopy(body)
+
+    def add_v2(self, *objects: JSON) -> None:
+        """Store v2 objects: a Cluster, or a PDGroup/TiKVGroup/TiDBGroup."""
+        for body in objects:
+            meta = body["metadata"]
+            if body["kind"] == "Cluster":
+                self.v2_clusters[(meta["namespace"], meta["name"])] = copy.deepcopy(body)
+            else:
+                key = (meta["namespace"], body["kind"], meta["name"])
+                self.v2_group_store[key] = copy.deepcopy(body)
 
     def add_pod(self, pod: JSON) -> None:
         meta = pod["metadata"]
@@ -270,6 +283,18 @@ class FakeKube:
         tc = self.tidbclusters.get((namespace, name))
         return None if tc is None else copy.deepcopy(tc)
 
+    def v2_cluster(self, namespace: str, name: str) -> JSON | None:
+        found = self.v2_clusters.get((namespace, name))
+        return None if found is None else copy.deepcopy(found)
+
+    def v2_groups(self, namespace: str) -> list[JSON]:
+        return [
+            copy.deepcopy(g)
+            for (ns, _, _), g in sorted(self.v2_group_store.items())
+            if ns == namespace
+        ]
+
+    # ---- the Kube interface: writes ------------------------------------------------------
     def create_job(self, body: JSON) -> JSON:
         ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
         self.create_job_calls.append(name)

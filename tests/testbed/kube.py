@@ -183,16 +183,22 @@ def standin_pod(
     component: str,
     node: str,
     exec_commands: Mapping[str, Sequence[str]] | None = None,
+    *,
+    labels: Mapping[str, str] | None = None,
+    version: str = "v8.1.0",
 ) -> dict[str, Any]:
     """A pod with TiDB Operator's labels bound to `node`; the node agent marks it Running.
 
     `exec_commands` maps an executable path "in the pod" to the local argv prefix the agent
     runs for `kubectl exec` (annotation testbed.tidbbench.io/exec, see testbed.agent).
+    `labels` replaces TiDB Operator v1's labels (v2 stand-ins pass theirs).
     """
     metadata: dict[str, Any] = {
         "name": name,
         "namespace": namespace,
-        "labels": {
+        "labels": dict(labels)
+        if labels is not None
+        else {
             "app.kubernetes.io/name": "tidb-cluster",
             "app.kubernetes.io/managed-by": "tidb-operator",
             "app.kubernetes.io/instance": cluster,
@@ -210,7 +216,7 @@ def standin_pod(
         "spec": {
             "nodeName": node,
             "automountServiceAccountToken": False,
-            "containers": [{"name": component, "image": f"pingcap/{component}:v8.1.0"}],
+            "containers": [{"name": component, "image": f"pingcap/{component}:{version}"}],
         },
     }
 

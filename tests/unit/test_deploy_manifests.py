@@ -183,6 +183,30 @@ def test_the_controller_may_watch_and_patch_everything_kopf_handles() -> None:
             assert (f"{plural}/status", "patch") in granted, (path, plural)
 
 
+def test_tidb_operator_objects_are_read_only_exactly_what_resolving_a_cluster_reads() -> None:
+    """adapters.k8s.Kube gets TidbClusters and v2 Clusters by name and lists v2 groups."""
+    for path, kind in (
+        (DEPLOY / "rbac-cluster.yaml", "ClusterRole"),
+        (DEPLOY / "overlays" / "namespaced" / "role.yaml", "Role"),
+    ):
+        [role] = [d for d in yaml.safe_load_all(path.read_text()) if d["kind"] == kind]
+        granted = {
+            (group, res, verb)
+            for rule in role["rules"]
+            for group in rule["apiGroups"]
+            if group in ("pingcap.com", "core.pingcap.com")
+            for res in rule["resources"]
+            for verb in rule["verbs"]
+        }
+        assert granted == {
+            ("pingcap.com", "tidbclusters", "get"),
+            ("core.pingcap.com", "clusters", "get"),
+            ("core.pingcap.com", "pdgroups", "list"),
+            ("core.pingcap.com", "tikvgroups", "list"),
+            ("core.pingcap.com", "tidbgroups", "list"),
+        }, path
+
+
 def _containers_hardened(pod: dict[str, Any], where: str) -> None:
     assert pod["securityContext"]["runAsNonRoot"] is True, where
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, where

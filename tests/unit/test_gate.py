@@ -144,6 +144,13 @@ class InMemoryKube:
                 return tc
         return None
 
+    def v2_cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.asked.append(f"cluster {namespace}/{name}")
+        return None
+
+    def v2_groups(self, namespace: str) -> list[dict[str, Any]]:
+        return []
+
 
 def field_note_kube(tikv3_node: str = "node1") -> InMemoryKube:
     bench_taint = {"key": "tidbbench.io/bench-node", "value": "true", "effect": "NoSchedule"}
@@ -461,9 +468,11 @@ def test_without_a_cluster_topology_spread_is_skipped_and_isolation_looks_at_eve
     checks = by_name(outcome)
     assert (checks["topology-spread"].status, checks["topology-spread"].message) == (
         "Pass",
-        "no TidbCluster named; skipped",
+        "no cluster named; skipped",
     )
+    # Pods of either TiDB Operator generation count.
     assert "pods None app.kubernetes.io/component in (pd,tikv,tidb)" in kube.asked
+    assert "pods None pingcap.com/component in (pd,tikv,tidb)" in kube.asked
     assert checks["bench-node-isolation"].status == "Pass"
     assert "checked pd/tikv/tidb pods of every namespace" in checks["bench-node-isolation"].message
 

@@ -97,6 +97,7 @@ def world(n: int) -> tuple[Driver, Store, Counted, Counted]:
     fake = FakeKube(FakeClock())
     fake.add_secret("bench", "db", {"user": "u", "password": "p"})
     fake.add_node("bench-1", {"tidbbench.io/bench-node": "true"})
+    fake.add_tidb_cluster({"metadata": {"namespace": "tidb", "name": "basic"}, "spec": {}})
     kube = Counted(fake)
     store = Store()
     api = Counted(store)

@@ -12,6 +12,8 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
+from tidb_bench_operator.domain.cluster_view import API_VERSION as V2_API_VERSION
+from tidb_bench_operator.domain.cluster_view import V2_API_GROUP, V2_GROUP_PLURALS
 from tidb_bench_operator.domain.models import GROUP, VERSION
 from tidb_bench_operator.errors import TidbBenchError
 
@@ -181,6 +183,33 @@ class Kube:
                 "pingcap.com", "v1alpha1", namespace, "tidbclusters", name, **kw
             ),
         )  # fmt: skip
+
+    def v2_cluster(self, namespace: str, name: str) -> JSON | None:
+        """A TiDB Operator v2 Cluster, or None if it (or the v2 CRD) does not exist."""
+        return self._read(
+            "Cluster", namespace, name,
+            lambda **kw: self.custom.get_namespaced_custom_object(
+                V2_API_GROUP, V2_API_VERSION, namespace, "clusters", name, **kw
+            ),
+        )  # fmt: skip
+
+    def v2_groups(self, namespace: str) -> list[JSON]:
+        """Every PDGroup, TiKVGroup and TiDBGroup in the namespace (none without v2's CRDs)."""
+        found: list[JSON] = []
+        for plural in V2_GROUP_PLURALS.values():
+            try:
+                resp = self.custom.list_namespaced_custom_object(
+                    V2_API_GROUP, V2_API_VERSION, namespace, plural,
+                    _preload_content=False, _request_timeout=TIMEOUT,
+                )  # fmt: skip
+            except ApiException as exc:
+                if exc.status == 404:
+                    continue  # TiDB Operator v2 is not installed: no groups of this kind
+                raise (KubeForbidden if exc.status == 403 else KubeError)(
+                    f"listing {plural}.{V2_API_GROUP} in {namespace}: {exc.status} {exc.reason}"
+                ) from exc
+            found.extend(_raw(resp).get("items", []))
+        return found
 
     def server_version(self) -> str:
         """The API server's version, e.g. v1.20.2."""

@@ -19,7 +19,8 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol, TypeVar
 
-from tidb_bench_operator.domain.manifests import LABEL_TC_COMPONENT, LABEL_TC_INSTANCE, Endpoint
+from tidb_bench_operator.domain.cluster_view import V1_KIND, database_pod_selector
+from tidb_bench_operator.domain.manifests import Endpoint
 from tidb_bench_operator.domain.pd import Operator, Store, parse_operators, parse_stores
 from tidb_bench_operator.errors import ParseError, PDError
 
@@ -463,10 +464,13 @@ def _pod_ready(pod: Mapping[str, Any]) -> bool:
     return False
 
 
-def find_pd_pod(kube: PodLister, cluster_namespace: str, cluster_name: str) -> str | None:
-    """Name of a Running, not-terminating PD pod of the TidbCluster (Ready ones first)."""
-    # TiDB Operator labels PD pods with their cluster and component (docs/tidb-operator.md).
-    selector = f"{LABEL_TC_INSTANCE}={cluster_name},{LABEL_TC_COMPONENT}=pd"
+def find_pd_pod(
+    kube: PodLister, cluster_namespace: str, cluster_name: str, kind: str = V1_KIND
+) -> str | None:
+    """Name of a Running, not-terminating PD pod of the cluster (Ready ones first)."""
+    # TiDB Operator v1 labels PD pods app.kubernetes.io/instance=<tc>, component=pd; v2
+    # pingcap.com/cluster=<cluster>, pingcap.com/component=pd (docs/tidb-operator-v2.md).
+    selector = database_pod_selector(kind, cluster_name, "pd")
     candidates = []
     for pod in kube.pods(cluster_namespace, selector):
         meta = pod.get("metadata") or {}
@@ -508,6 +512,7 @@ def make_pd_client(
     """
     cluster = endpoint.cluster_name
     ns = endpoint.cluster_namespace
+    kind = endpoint.cluster_kind or V1_KIND
 
     def http() -> HTTPPDClient | None:
         if endpoint.pd_url is None:
@@ -522,13 +527,13 @@ def make_pd_client(
                 "(spec.target alone names no pods)"
             )
         try:
-            pod = find_pd_pod(kube, ns, cluster)
+            pod = find_pd_pod(kube, ns, cluster, kind)
         except Exception as exc:  # any API failure: report it rather than crash the gate
             return UnavailablePDClient(f"{prefix}listing PD pods in {ns} failed: {exc}")
         if pod is None:
             return UnavailablePDClient(
-                f"{prefix}no Running PD pod of TidbCluster {ns}/{cluster} to exec pd-ctl in "
-                f"(selector app.kubernetes.io/instance={cluster},app.kubernetes.io/component=pd)"
+                f"{prefix}no Running PD pod of {kind} {ns}/{cluster} to exec pd-ctl in "
+                f"(selector {database_pod_selector(kind, cluster, 'pd')})"
                 "; is the cluster up and spec.cluster right?"
             )
         return ExecPDClient(api_client, ns, pod, exec_fn=exec_fn, timeout=max(timeout, 10.0))

@@ -139,24 +139,6 @@ def node_names(pods: Sequence[JSON]) -> list[str]:
     return sorted({str(p["spec"]["nodeName"]) for p in pods if p["spec"].get("nodeName")})
 
 
-def cluster_images(tc: JSON) -> tuple[dict[str, str], dict[str, int]]:
-    """A TidbCluster's image and replicas per component (pd, tikv, tidb, tiflash)."""
-    spec = tc.get("spec") or {}
-    version = spec.get("version", "")
-    images, replicas = {}, {}
-    for comp in ("pd", "tikv", "tidb", "tiflash"):
-        c = spec.get(comp)
-        if not isinstance(c, dict):
-            continue
-        base = c.get("baseImage") or f"pingcap/{comp}"
-        images[comp] = (
-            f"{base}:{c.get('version') or version}" if (c.get("version") or version) else base
-        )
-        if "replicas" in c:
-            replicas[comp] = int(c["replicas"])
-    return images, replicas
-
-
 #: Container waiting reasons that waiting longer does not cure (the kubelet's own words):
 #: the run fails at once, naming the image and the reason.
 HOPELESS_WAITING = ("ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",

@@ -9,14 +9,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tidb_bench_operator.domain.models import API_VERSION, BenchmarkRunSpec
+from tidb_bench_operator.domain.cluster_view import V1_KIND, ClusterView, anti_affinity_selector
+from tidb_bench_operator.domain.models import API_VERSION, BenchmarkRunSpec, ResolvedEndpoint
 
 DEFAULT_IMAGE = "ghcr.io/tidb-bench/tidb-bench-operator:0.1.0"
-DB_COMPONENTS = ("pd", "tikv", "tidb")
-# The labels TiDB Operator (v1) puts on a TidbCluster's pods, and the node name label the
-# kubelet sets (docs/tidb-operator.md).
-LABEL_TC_INSTANCE = "app.kubernetes.io/instance"
-LABEL_TC_COMPONENT = "app.kubernetes.io/component"
+# The node name label the kubelet sets (docs/tidb-operator.md); the labels TiDB Operator
+# puts on a cluster's pods live with the cluster view (domain/cluster_view.py).
 LABEL_HOSTNAME = "kubernetes.io/hostname"
 LABEL_RUN = "tidbbench.io/run"
 LABEL_STEP = "tidbbench.io/step"
@@ -61,25 +59,72 @@ class Endpoint:
     pd_url: str | None
     cluster_name: str | None
     cluster_namespace: str
+    # TidbCluster (TiDB Operator v1) or Cluster (v2): whose labels the cluster's pods carry.
+    cluster_kind: str | None = None
+    # v2: the TiDBGroup whose Service `host` is (None when target.host overrides it).
+    tidb_group: str | None = None
 
 
-def compute_endpoint(spec: BenchmarkRunSpec, run_namespace: str) -> Endpoint:
-    """TiDB and PD addresses: `target` wins, else TiDB Operator's Service names for `cluster`."""
+def compute_endpoint(
+    spec: BenchmarkRunSpec, run_namespace: str, view: ClusterView | None = None
+) -> Endpoint:
+    """TiDB and PD addresses: `target` wins, else the cluster's, from `view` when read.
+
+    Without a view (the cluster not read yet) the addresses are TiDB Operator v1's
+    Service names for a TidbCluster.
+    """
     cluster_ns = run_namespace
     cluster_name = None
+    kind = tidb_group = None
     host, port, pd_url = "", 4000, None
     if spec.cluster is not None:
         cluster_name = spec.cluster.name
         cluster_ns = spec.cluster.namespace or run_namespace
+        kind = spec.cluster.kind
         # `<tc>-tidb` exists only when spec.tidb.service is set (docs/tidb-operator.md); the
         # namespace-qualified name works from the run's namespace too.
         host = f"{cluster_name}-tidb.{cluster_ns}"
         pd_url = f"http://{cluster_name}-pd.{cluster_ns}:2379"
+        if view is not None:
+            kind, pd_url, host = view.kind, view.pd_url, ""
+            if view.tidb is not None:  # a v2 Cluster may have no TiDBGroup at all
+                host, port, tidb_group = view.tidb.host, view.tidb.port, view.tidb.group
     if spec.target is not None:
-        host = spec.target.host or host
-        port = spec.target.port
+        if spec.target.host:
+            host, port, tidb_group = spec.target.host, spec.target.port, None
+        else:
+            port = spec.target.port if "port" in spec.target.model_fields_set else port
         pd_url = spec.target.pd_url or pd_url
-    return Endpoint(host, port, pd_url, cluster_name, cluster_ns)
+    return Endpoint(host, port, pd_url, cluster_name, cluster_ns, kind, tidb_group)
+
+
+def resolved_endpoint(endpoint: Endpoint) -> ResolvedEndpoint:
+    """The endpoint as status.endpoint keeps it, so later reconciles need not read again."""
+    return ResolvedEndpoint(
+        cluster_kind=endpoint.cluster_kind,
+        host=endpoint.host,
+        port=endpoint.port,
+        pd_url=endpoint.pd_url,
+        tidb_group=endpoint.tidb_group,
+    )
+
+
+def endpoint_of(
+    spec: BenchmarkRunSpec, run_namespace: str, resolved: ResolvedEndpoint | None
+) -> Endpoint:
+    """The run's endpoint: as resolved into status.endpoint, else computed from the spec."""
+    if resolved is None:
+        return compute_endpoint(spec, run_namespace)
+    base = compute_endpoint(spec, run_namespace)
+    return Endpoint(
+        resolved.host,
+        resolved.port,
+        resolved.pd_url,
+        base.cluster_name,
+        base.cluster_namespace,
+        resolved.cluster_kind,
+        resolved.tidb_group,
+    )
 
 
 def object_name(*parts: str, limit: int = 63) -> str:
@@ -143,18 +188,10 @@ def build_affinity(
     """Pod anti-affinity: away from the cluster's pd/tikv/tidb pods, and one client per node."""
     terms: list[dict[str, Any]] = []
     if endpoint.cluster_name is not None:
+        kind = endpoint.cluster_kind or V1_KIND
         terms.append(
             {
-                "labelSelector": {
-                    "matchLabels": {LABEL_TC_INSTANCE: endpoint.cluster_name},
-                    "matchExpressions": [
-                        {
-                            "key": LABEL_TC_COMPONENT,
-                            "operator": "In",
-                            "values": list(DB_COMPONENTS),
-                        }
-                    ],
-                },
+                "labelSelector": anti_affinity_selector(kind, endpoint.cluster_name),
                 "namespaces": [endpoint.cluster_namespace],
                 "topologyKey": LABEL_HOSTNAME,
             }

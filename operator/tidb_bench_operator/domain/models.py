@@ -145,22 +145,38 @@ class _Status(TolerantCamelModel):
 
 
 class ClusterRef(_Spec):
-    """A TidbCluster managed by TiDB Operator."""
+    """A TiDB cluster managed by TiDB Operator: a v1 TidbCluster or a v2 Cluster."""
 
     name: str = Field(
         min_length=1,
         max_length=63,
         pattern=DNS_LABEL,
-        description="TidbCluster name; TiDB is reached at `<name>-tidb:4000`, PD at "
-        "`http://<name>-pd:2379`, and the cluster's pods are found by "
-        "`app.kubernetes.io/instance=<name>`.",
+        description="TidbCluster or Cluster name. TidbCluster (TiDB Operator v1): TiDB at "
+        "`<name>-tidb:4000`, PD at `http://<name>-pd:2379`, pods "
+        "`app.kubernetes.io/instance=<name>`. Cluster (v2): TiDB at `<tidbgroup>-tidb:<port>`, "
+        "PD at the Cluster's `status.pd`, pods `pingcap.com/cluster=<name>`.",
     )
     namespace: str | None = Field(
         default=None,
         min_length=1,
         max_length=63,
         pattern=DNS_LABEL,
-        description="Namespace of the TidbCluster; defaults to the BenchmarkRun's namespace.",
+        description="Namespace of the cluster; defaults to the BenchmarkRun's namespace.",
+    )
+    kind: Literal["TidbCluster", "Cluster"] | None = Field(
+        default=None,
+        description="TidbCluster (TiDB Operator v1, pingcap.com) or Cluster (v2, "
+        "core.pingcap.com). Unset: whichever of the two exists under `name`; the run fails "
+        "saying so when both or neither do.",
+    )
+    tidb_group: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=63,
+        pattern=DNS_LABEL,
+        description="Cluster (v2) only: the TiDBGroup whose Service `<group>-tidb` the clients "
+        "use. Unset: the cluster's only TiDBGroup, or the first by name when it has several "
+        "(status.endpoint says which).",
     )
 
 
@@ -494,6 +510,16 @@ class BenchmarkRunSpec(_Spec):
                 "neither cluster nor target.host is set, so there is nothing to benchmark",
                 "set cluster.name to a TidbCluster, or target.host to a TiDB address",
             )
+        if (
+            self.cluster is not None
+            and self.cluster.tidb_group
+            and self.cluster.kind == "TidbCluster"
+        ):
+            raise SpecError(
+                f"{prefix}cluster.tidbGroup",
+                "only a TiDB Operator v2 Cluster has TiDB groups",
+                "remove tidbGroup, or set kind: Cluster",
+            )
         if self.credentials.user_key == self.credentials.password_key:
             raise SpecError(
                 f"{prefix}credentials.passwordKey",
@@ -760,6 +786,27 @@ class Environment(_Status):
     nodes: list[str] = Field(
         default_factory=list, description="Nodes the benchmark client pods ran on."
     )
+    versions: dict[str, str] = Field(
+        default_factory=dict,
+        description="Desired version per component (per `component/group` when a v2 cluster "
+        "has several groups of one component).",
+    )
+
+
+class ResolvedEndpoint(_Status):
+    """The TiDB and PD addresses a run uses and the cluster object they came from."""
+
+    cluster_kind: str | None = Field(
+        default=None,
+        description="TidbCluster (TiDB Operator v1) or Cluster (v2); unset with spec.target alone.",
+    )
+    host: str = Field(description="TiDB (MySQL protocol) host the clients connect to.")
+    port: int = Field(description="TiDB (MySQL protocol) port.")
+    pd_url: str | None = Field(default=None, alias="pdURL", description="PD base URL, if any.")
+    tidb_group: str | None = Field(
+        default=None,
+        description="Cluster (v2): the TiDBGroup measured (an Event says why when it has several).",
+    )
 
 
 class BenchmarkRunStatus(_Status):
@@ -812,6 +859,11 @@ class BenchmarkRunStatus(_Status):
         default=None,
         description="What differs from the baseline runs' fingerprints, one item per line "
         "(empty: nothing recorded differs).",
+    )
+    endpoint: ResolvedEndpoint | None = Field(
+        default=None,
+        description="Where the run measures, resolved once from spec.cluster and spec.target "
+        "before preflight.",
     )
 
 

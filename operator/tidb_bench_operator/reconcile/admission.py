@@ -9,9 +9,16 @@ inputs are read when the run arrives and again when it starts, not while it wait
 
 from __future__ import annotations
 
+from tidb_bench_operator.adapters.clusters import read_cluster
 from tidb_bench_operator.adapters.k8s import KubeForbidden
-from tidb_bench_operator.domain.manifests import build_runner_service_account
-from tidb_bench_operator.domain.models import RunPhase
+from tidb_bench_operator.domain.cluster_view import V2_KIND
+from tidb_bench_operator.domain.manifests import (
+    build_runner_service_account,
+    compute_endpoint,
+    resolved_endpoint,
+)
+from tidb_bench_operator.domain.models import Environment, RunPhase
+from tidb_bench_operator.errors import SpecError
 from tidb_bench_operator.reconcile.context import RunContext
 
 
@@ -94,12 +101,61 @@ def check_inputs(ctx: RunContext) -> tuple[str, str] | None:
                 f"spec.placement.nodeSelector {{{text}}} matches no node; label the "
                 f"dedicated benchmark node: kubectl label node <node> {text}",
             )
+    problem = resolve_target(ctx)
+    if problem is not None:
+        return problem
     # Last, so a run whose inputs are wrong creates nothing: the permission-less identity
     # its pods run as (deploy/ lets the controller create it only where runs are enabled).
     try:
         kube.ensure_service_account(build_runner_service_account(run.namespace))
     except KubeForbidden as exc:
         return ("NotPermitted", not_permitted(run.namespace, exc))
+    return None
+
+
+def resolve_target(ctx: RunContext) -> tuple[str, str] | None:
+    """Read the cluster spec.cluster names (TidbCluster or Cluster) and fix the endpoint.
+
+    The result goes to status.endpoint, which later reconciles use without reading again.
+    Returns (reason, message) when the cluster cannot be resolved, else None.
+    """
+    spec, run = ctx.spec, ctx.run
+    view = None
+    if spec.cluster is not None:
+        ns = spec.cluster.namespace or run.namespace
+        try:
+            view = read_cluster(ctx.kube, spec.cluster, run.namespace)
+        except SpecError as exc:
+            return ("ClusterNotFound" if exc.field == "cluster.name" else "InvalidSpec", str(exc))
+        except KubeForbidden as exc:
+            return (
+                "NotPermitted",
+                f"spec.cluster: cannot read the cluster {ns}/{spec.cluster.name} ({exc}); the "
+                "controller needs get on tidbclusters.pingcap.com and clusters.core.pingcap.com "
+                "and list on their PD/TiKV/TiDB groups: kubectl apply -k deploy/",
+            )
+    endpoint = compute_endpoint(spec, run.namespace, view)
+    if not endpoint.host and view is not None:
+        return (
+            "InvalidSpec",
+            f"spec.cluster: {view.where} has no TiDBGroup, so there is no TiDB to connect to "
+            "(add a TiDBGroup to the cluster, or set spec.target.host)",
+        )
+    # v2 only: which TiDBGroup and PD URL a Cluster resolved to is worth an Event (v1's
+    # addresses follow from the name alone).
+    if view is not None and view.kind == V2_KIND and ctx.st.endpoint is None:
+        tidb = view.tidb.note if view.tidb is not None and endpoint.tidb_group else "spec.target"
+        ctx.event(
+            "Normal", "Target",
+            f"{view.where}: TiDB at {endpoint.host}:{endpoint.port} ({tidb}), PD at "
+            f"{endpoint.pd_url or 'none'}",
+        )  # fmt: skip
+    ctx.st.endpoint = resolved_endpoint(endpoint)
+    ctx.endpoint = endpoint
+    if view is not None:
+        env = ctx.st.environment or Environment()
+        env.images, env.replicas, env.versions = view.images(), view.replicas(), view.versions()
+        ctx.st.environment = env
     return None
 
 

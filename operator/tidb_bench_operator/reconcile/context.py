@@ -67,6 +67,14 @@ class RunKube(Protocol):
         """The TidbCluster, or None when it does not exist."""
         ...
 
+    def v2_cluster(self, namespace: str, name: str) -> JSON | None:
+        """The TiDB Operator v2 Cluster, or None when it does not exist."""
+        ...
+
+    def v2_groups(self, namespace: str) -> list[JSON]:
+        """The TiDB Operator v2 PD/TiKV/TiDB groups of a namespace."""
+        ...
+
     def create_job(self, body: JSON) -> JSON:
         """Create a Job, or return the existing one of that name."""
         ...

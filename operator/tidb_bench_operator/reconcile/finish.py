@@ -13,7 +13,7 @@ from tidb_bench_operator.domain.fingerprint import (
     flatten_spec,
     image_digests,
 )
-from tidb_bench_operator.domain.jobs import cluster_images, node_names, run_selector
+from tidb_bench_operator.domain.jobs import node_names, run_selector
 from tidb_bench_operator.domain.models import Environment, RunPhase
 from tidb_bench_operator.reconcile.context import RunContext, RunState
 from tidb_bench_operator.reconcile.dataset import dataset_job
@@ -32,11 +32,6 @@ def finish(ctx: RunContext) -> None:
     env = st.environment or Environment()
     env.sysbench_version = next((r.sysbench_version for r in valid), env.sysbench_version)
     env.nodes = node_names(ctx.kube.pods(run.namespace, run_selector(run, role="step")))
-    ep = ctx.endpoint
-    if ep.cluster_name is not None:
-        tc = ctx.kube.tidb_cluster(ep.cluster_namespace, ep.cluster_name)
-        if tc is not None:
-            env.images, env.replicas = cluster_images(tc)
     st.environment = env
     st.fingerprint = fingerprint(ctx, env)
     st.current_step = len(st.steps)

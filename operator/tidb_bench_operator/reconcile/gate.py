@@ -8,14 +8,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 from tidb_bench_operator.adapters import mysql
+from tidb_bench_operator.adapters.clusters import ClusterObjects, read_cluster
 from tidb_bench_operator.adapters.k8s import KubeForbidden
 from tidb_bench_operator.adapters.pd import PDClient, PDExecError, PDUnreachableError
-from tidb_bench_operator.domain.manifests import (
-    DB_COMPONENTS,
-    LABEL_TC_COMPONENT,
-    LABEL_TC_INSTANCE,
-    compute_endpoint,
+from tidb_bench_operator.domain.cluster_view import (
+    CLUSTER_KINDS,
+    V1_KIND,
+    database_pod_selector,
+    labels_of,
 )
+from tidb_bench_operator.domain.manifests import Endpoint, compute_endpoint
 from tidb_bench_operator.domain.models import BenchmarkRunSpec
 from tidb_bench_operator.domain.pd import STATE_UP, Store
 from tidb_bench_operator.domain.preflight import (
@@ -42,6 +44,7 @@ from tidb_bench_operator.domain.preflight import (
     parse_tidb_version,
     worst_status,
 )
+from tidb_bench_operator.domain.topology_v2 import check_schedule_policies
 from tidb_bench_operator.errors import ParseError, TidbBenchError
 
 log = logging.getLogger(__name__)
@@ -54,13 +57,12 @@ _T = TypeVar("_T")
 
 PD_CHECKS = (STORE_STATE, LEADER_SIZE_BALANCE, REGION_SIZE_BALANCE, PENDING_OPERATORS)
 _STORE_CHECKS = (STORE_STATE, LEADER_SIZE_BALANCE, REGION_SIZE_BALANCE)
-_ANY_DATABASE_POD = f"{LABEL_TC_COMPONENT} in ({','.join(DB_COMPONENTS)})"
 # SHOW TABLE … REGIONS costs one PD round trip per region batch; a 1024-table dataset would
 # hold the gate for minutes, and the first tables show a scatter problem as well as all do.
 MAX_TABLES_CHECKED = 32
 
 
-class ClusterReader(Protocol):
+class ClusterReader(ClusterObjects, Protocol):
     """The reads of adapters.k8s.Kube that the gate uses (plain camelCase dicts)."""
 
     def nodes(self) -> list[JSON]:
@@ -69,10 +71,6 @@ class ClusterReader(Protocol):
 
     def pods(self, namespace: str | None, selector: str) -> list[JSON]:
         """Pods matching a label selector; namespace None means all namespaces."""
-        ...
-
-    def tidb_cluster(self, namespace: str, name: str) -> JSON | None:
-        """The TidbCluster object, or None if it does not exist."""
         ...
 
 
@@ -264,15 +262,17 @@ def run_preflight(
     kube: ClusterReader,
     pd: PDClient | None,
     db: DBFactory | None,
+    endpoint: Endpoint | None = None,
 ) -> PreflightOutcome:
     """Run every preflight check not in spec.preflight.skip, once, and apply the policy.
 
     Checks come in the fixed order of domain.preflight.CHECK_NAMES. A check whose inputs
     cannot be observed (PD, the API server or the database failing) is a Fail saying why;
-    re-running until spec.preflight.timeoutSeconds is the caller's loop.
+    re-running until spec.preflight.timeoutSeconds is the caller's loop. `endpoint` is the
+    run's resolved one (status.endpoint); without it, it is computed from the spec.
     """
     policy = spec.preflight.policy
-    endpoint = compute_endpoint(spec, run_namespace)
+    endpoint = endpoint or compute_endpoint(spec, run_namespace)
     skip = set(spec.preflight.skip)
     wanted = [] if policy == "Off" else [n for n in CHECK_NAMES if n not in skip]
     results: dict[str, CheckResult] = {}
@@ -295,16 +295,19 @@ def run_preflight(
     if BENCH_NODE_ISOLATION in wanted or TOPOLOGY_SPREAD in wanted:
         nodes, nodes_error, _ = _observe("listing Nodes", kube.nodes)
         if endpoint.cluster_name is not None:
-            selector = f"{LABEL_TC_INSTANCE}={endpoint.cluster_name}"
+            kind = endpoint.cluster_kind or V1_KIND
+            selector = f"{labels_of(kind).cluster}={endpoint.cluster_name}"
             where = f"in namespace {endpoint.cluster_namespace}"
             pods, pods_error, _ = _observe(
                 f"listing pods {selector} {where}",
                 lambda: kube.pods(endpoint.cluster_namespace, selector),
             )
         else:
+            # No cluster named: any pd/tikv/tidb pod, labelled by either operator generation.
+            selectors = [database_pod_selector(k, None) for k in CLUSTER_KINDS]
             pods, pods_error, _ = _observe(
-                f"listing pods {_ANY_DATABASE_POD} in all namespaces",
-                lambda: kube.pods(None, _ANY_DATABASE_POD),
+                f"listing pods {' or '.join(selectors)} in all namespaces",
+                lambda: [p for sel in selectors for p in kube.pods(None, sel)],
             )
         k8s_error = nodes_error or pods_error
         if BENCH_NODE_ISOLATION in wanted:
@@ -313,7 +316,7 @@ def run_preflight(
             )
         if TOPOLOGY_SPREAD in wanted:
             results[TOPOLOGY_SPREAD] = _topology_spread(
-                kube, endpoint.cluster_name, endpoint.cluster_namespace, nodes, pods, k8s_error
+                kube, spec, endpoint, run_namespace, nodes, pods, k8s_error
             )
 
     # --- PD: store-state, size balance, pending operators --------------------------------
@@ -419,37 +422,34 @@ def _bench_node_isolation(
         cluster_name=cluster_name,
     )
     if cluster_name is None:
-        # Without a TidbCluster we cannot tell its pods apart, and any TiDB cluster's pod on
-        # a bench node competes with the client anyway.
-        note = " (no TidbCluster named: checked pd/tikv/tidb pods of every namespace)"
+        # Without a cluster we cannot tell its pods apart, and any TiDB cluster's pod on a
+        # bench node competes with the client anyway.
+        note = " (no cluster named: checked pd/tikv/tidb pods of every namespace)"
         return result.model_copy(update={"message": result.message + note})
     return result
 
 
 def _topology_spread(
     kube: ClusterReader,
-    cluster_name: str | None,
-    cluster_namespace: str,
+    spec: BenchmarkRunSpec,
+    endpoint: Endpoint,
+    run_namespace: str,
     nodes: Sequence[JSON] | None,
     pods: Sequence[JSON] | None,
     error: str | None,
 ) -> CheckResult:
-    if cluster_name is None:
-        return CheckResult(
-            name=TOPOLOGY_SPREAD, status="Pass", message="no TidbCluster named; skipped"
-        )
+    if spec.cluster is None:
+        return CheckResult(name=TOPOLOGY_SPREAD, status="Pass", message="no cluster named; skipped")
     if nodes is None or pods is None:
         return _unobserved(TOPOLOGY_SPREAD, error or "no nodes or pods")
-    where = f"TidbCluster {cluster_namespace}/{cluster_name}"
-    tc, tc_error, _ = _observe(
-        f"reading {where}", lambda: kube.tidb_cluster(cluster_namespace, cluster_name)
+    # The kind resolved before preflight, so the cluster is not looked up twice.
+    ref = spec.cluster.model_copy(update={"kind": endpoint.cluster_kind or spec.cluster.kind})
+    where = f"{ref.kind or 'cluster'} {endpoint.cluster_namespace}/{ref.name}"
+    view, view_error, _ = _observe(
+        f"reading {where}", lambda: read_cluster(kube, ref, run_namespace)
     )
-    if tc_error is not None:
-        return _unobserved(TOPOLOGY_SPREAD, tc_error)
-    if tc is None:
-        return CheckResult(
-            name=TOPOLOGY_SPREAD,
-            status="Fail",
-            message=f"{where} not found; check spec.cluster.name and spec.cluster.namespace",
-        )
-    return check_topology_spread(tc, pods, nodes)
+    if view is None:
+        return _unobserved(TOPOLOGY_SPREAD, view_error or f"{where} not read")
+    if view.kind == V1_KIND:
+        return check_topology_spread(view.source, pods, nodes)
+    return check_schedule_policies(view, pods, nodes)

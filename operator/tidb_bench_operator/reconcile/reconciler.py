@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tidb_bench_operator.domain.jobs import run_selector
-from tidb_bench_operator.domain.manifests import RunRef, compute_endpoint
+from tidb_bench_operator.domain.manifests import RunRef, endpoint_of
 from tidb_bench_operator.domain.models import (
     TERMINAL_PHASES,
     BenchmarkRunStatus,
@@ -278,7 +278,7 @@ class RunReconciler:
             return Outcome(status=status_patch(old, st), requeue_seconds=state.requeue)
         ctx = RunContext(
             deps=self.deps, run=run, body=body, st=st, now=state.now,
-            spec=spec, endpoint=compute_endpoint(spec, run.namespace), turn=turn,
+            spec=spec, endpoint=endpoint_of(spec, run.namespace, st.endpoint), turn=turn,
         )  # fmt: skip
         st.observed_generation = meta.get("generation")
         # Transitions that need no waiting (a phase entered, a step finished) continue in the

@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tidb_bench_operator.domain.jobs import (
-    cluster_images,
     job_failure_text,
     job_finished,
     node_names,
@@ -108,21 +107,3 @@ def test_the_agreed_start_is_read_back_from_a_jobs_args() -> None:
 def test_nodes_are_listed_once_each() -> None:
     pods = [{"spec": {"nodeName": "b"}}, {"spec": {"nodeName": "a"}}, {"spec": {"nodeName": "b"}}]
     assert node_names([*pods, {"spec": {}}]) == ["a", "b"]
-
-
-def test_cluster_images_follow_the_component_or_the_cluster_version() -> None:
-    tc = {
-        "spec": {
-            "version": "v8.1.0",
-            "pd": {"baseImage": "pingcap/pd", "replicas": 3},
-            "tikv": {"version": "v8.1.1", "replicas": 4},
-            "tidb": {"baseImage": "my/tidb"},
-        }
-    }
-    images, replicas = cluster_images(tc)
-    assert images == {
-        "pd": "pingcap/pd:v8.1.0",
-        "tikv": "pingcap/tikv:v8.1.1",
-        "tidb": "my/tidb:v8.1.0",
-    }
-    assert replicas == {"pd": 3, "tikv": 4}

@@ -23,6 +23,10 @@ _DISPLAY = {"pd": "PD", "tikv": "TiKV", "tidb": "TiDB"}
 HOSTNAME_KEY = "kubernetes.io/hostname"
 _INSTANCE_LABEL = "app.kubernetes.io/instance"
 _COMPONENT_LABEL = "app.kubernetes.io/component"
+# TiDB Operator v2 labels its pods pingcap.com/{cluster,component} instead (see
+# docs/tidb-operator-v2.md); isolation counts either generation's pods.
+_V2_CLUSTER_LABEL = "pingcap.com/cluster"
+_V2_COMPONENT_LABEL = "pingcap.com/component"
 _CONTROL_PLANE_TAINTS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
@@ -97,15 +101,22 @@ def _taint_text(taint: Mapping[str, Any]) -> str:
     return f"{key}:{taint.get('effect', '')}"
 
 
+def _component(labels: Mapping[str, str]) -> str | None:
+    return labels.get(_COMPONENT_LABEL) or labels.get(_V2_COMPONENT_LABEL)
+
+
 def _database_pods(
     pods: Sequence[Mapping[str, Any]], cluster_name: str | None, namespace: str | None = None
 ) -> list[Mapping[str, Any]]:
     result = []
     for pod in pods:
         labels = _labels(pod)
-        if labels.get(_COMPONENT_LABEL) not in DATABASE_COMPONENTS:
+        if _component(labels) not in DATABASE_COMPONENTS:
             continue
-        if cluster_name is not None and labels.get(_INSTANCE_LABEL) != cluster_name:
+        if cluster_name is not None and cluster_name not in (
+            labels.get(_INSTANCE_LABEL),
+            labels.get(_V2_CLUSTER_LABEL),
+        ):
             continue
         pod_ns = _get(pod, "metadata", "namespace")
         if namespace and pod_ns and pod_ns != namespace:
@@ -364,7 +375,7 @@ def check_bench_node_isolation(
     for pod in _database_pods(pods, cluster_name):
         node_name = _get(pod, "spec", "nodeName")
         if node_name in eligible_set:
-            component = _labels(pod).get(_COMPONENT_LABEL, "?")
+            component = _component(_labels(pod)) or "?"
             problems.append(f"pod {_name(pod)} ({component}) runs on bench node {node_name}")
     if problems:
         # A client sharing a node with TiKV/TiDB/PD corrupts the result (docs/field-story.md:

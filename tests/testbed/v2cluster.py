@@ -1,0 +1,289 @@
+"""TiDB Operator v2 on the test bed: its CRDs made installable on 1.20, stand-in clusters.
+
+The v2.0.1 CRDs (tests/data/vendor/tidb-operator-v2.0.1/crd/) are generated for current
+Kubernetes. The 1.20 API server refuses them as they are, so `v2_crd_for_1_20` transforms
+each at load time:
+
+- `x-kubernetes-validations` (CEL rules, Kubernetes >= 1.25) are removed;
+- `selectableFields` (Kubernetes >= 1.30) is removed;
+- `default: ""` is removed (1.20 reads an empty-string default as null and refuses it);
+- `x-kubernetes-list-type: map` becomes `atomic` and `x-kubernetes-list-map-keys` goes
+  (the keys would require the removed defaults).
+
+What is lost is server-side validation (CEL rules, list-map merge semantics), not the
+shape of the objects: the stand-ins below are stored and served as on a real cluster.
+
+A stand-in cluster is what TiDB Operator v2 would leave behind, without the operator: the
+Cluster (with the status the operator writes), one group per entry, one instance per
+replica (`<group>-<suffix>`, topology assigned) and its pod (`<group>-<component>-<suffix>`)
+carrying v2's labels, bound to the node chosen; the node agent marks the pods Running.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from testbed.agent import STANDIN_ANNOTATION
+from testbed.cluster import REPO_ROOT
+from testbed.kube import standin_pod, wait_crd_established
+
+V2_VENDOR = REPO_ROOT / "tests" / "data" / "vendor" / "tidb-operator-v2.0.1"
+GROUP, VERSION = "core.pingcap.com", "v1alpha1"
+VERSION_TAG = "v8.5.2"
+GROUP_KIND = {"pd": ("PDGroup", "pdgroups"), "tikv": ("TiKVGroup", "tikvgroups"),
+              "tidb": ("TiDBGroup", "tidbgroups")}  # fmt: skip
+INSTANCE_KIND = {"pd": ("PD", "pds"), "tikv": ("TiKV", "tikvs"), "tidb": ("TiDB", "tidbs")}
+ZONE_KEY = "topology.kubernetes.io/zone"
+
+
+def v2_crd_for_1_20(crd: Any) -> Any:
+    """The CRD with what Kubernetes 1.20 cannot read taken out (see the module docstring)."""
+    if isinstance(crd, list):
+        return [v2_crd_for_1_20(x) for x in crd]
+    if not isinstance(crd, dict):
+        return crd
+    out: dict[str, Any] = {}
+    for key, value in crd.items():
+        if key in ("x-kubernetes-validations", "selectableFields", "x-kubernetes-list-map-keys"):
+            continue
+        if key == "default" and value == "":
+            continue
+        if key == "x-kubernetes-list-type" and value == "map":
+            out[key] = "atomic"
+            continue
+        out[key] = v2_crd_for_1_20(value)
+    return out
+
+
+def install_v2_crds(ext: client.ApiextensionsV1Api) -> list[str]:
+    """Create TiDB Operator v2.0.1's seven CRDs (transformed for 1.20); wait for each."""
+    names = []
+    for path in sorted((V2_VENDOR / "crd").glob("*.yaml")):
+        body = v2_crd_for_1_20(yaml.safe_load(path.read_text()))
+        try:
+            ext.create_custom_resource_definition(body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+        names.append(body["metadata"]["name"])
+    for name in names:
+        wait_crd_established(ext, name)
+    return names
+
+
+@dataclass
+class StandinGroup:
+    """One v2 group of a stand-in: its component, the node of each instance, its policy.
+
+    `topologies` lists EvenlySpread topologies as (labels, weight); None gives the group no
+    schedule policy at all.
+    """
+
+    component: str
+    nodes: list[str]
+    topologies: list[tuple[dict[str, str], int]] | None = None
+    version: str = VERSION_TAG
+    exec_commands: Mapping[str, Sequence[str]] | None = None
+    status: dict[str, Any] = field(default_factory=dict)
+
+
+def cluster_manifest(name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Cluster",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {},
+    }
+
+
+def group_manifest(cluster: str, namespace: str, group: str, g: StandinGroup) -> dict[str, Any]:
+    kind, _ = GROUP_KIND[g.component]
+    template: dict[str, Any] = {"version": g.version}
+    if g.component in ("pd", "tikv"):
+        template["volumes"] = [{"name": "data", "mounts": [{"type": "data"}], "storage": "1Gi"}]
+    spec: dict[str, Any] = {
+        "cluster": {"name": cluster},
+        "replicas": len(g.nodes),
+        "template": {"spec": template},
+    }
+    if g.topologies is not None:
+        spec["schedulePolicies"] = [
+            {
+                "type": "EvenlySpread",
+                "evenlySpread": {
+                    "topologies": [{"topology": t, "weight": w} for t, w in g.topologies]
+                },
+            }
+        ]
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": kind,
+        "metadata": {
+            "name": group,
+            "namespace": namespace,
+            "labels": v2_labels(cluster, g.component, group),
+        },
+        "spec": spec,
+    }
+
+
+def v2_labels(
+    cluster: str, component: str, group: str, instance: str | None = None
+) -> dict[str, str]:
+    labels = {
+        "pingcap.com/managed-by": "tidb-operator",
+        "pingcap.com/cluster": cluster,
+        "pingcap.com/component": component,
+        "pingcap.com/group": group,
+    }
+    if instance is not None:
+        labels["pingcap.com/instance"] = instance
+    return labels
+
+
+def v2_standin_pod(
+    name: str,
+    namespace: str,
+    cluster: str,
+    component: str,
+    group: str,
+    instance: str,
+    node: str,
+    exec_commands: Mapping[str, Sequence[str]] | None = None,
+) -> dict[str, Any]:
+    """A pod as TiDB Operator v2 creates it for one instance, bound to `node`."""
+    labels = v2_labels(cluster, component, group, instance)
+    pod = standin_pod(
+        name, namespace, cluster, component, node, exec_commands, labels=labels, version=VERSION_TAG
+    )
+    # The node agent knows v1's component label; v2 pods say by annotation that they stand in.
+    pod["metadata"].setdefault("annotations", {})[STANDIN_ANNOTATION] = "true"
+    return pod
+
+
+def _topology_of(node_labels: Mapping[str, str], g: StandinGroup) -> dict[str, str] | None:
+    for topo, _ in g.topologies or []:
+        if all(node_labels.get(k) == v for k, v in topo.items()):
+            return dict(topo)
+    return None
+
+
+def create_v2_standin_cluster(
+    api_client_: client.ApiClient,
+    namespace: str,
+    name: str,
+    groups: Mapping[str, StandinGroup],
+    *,
+    pd_status: bool = True,
+    progressing: str = "True",
+) -> list[str]:
+    """A v2 Cluster, its groups, instances and pods (see the module docstring).
+
+    `groups` maps group name -> StandinGroup. The Cluster's status gets what TiDB Operator
+    v2 writes: `pd` (the first PD group's Service), `components` and the conditions.
+    Returns the pod names.
+    """
+    custom = client.CustomObjectsApi(api_client_)
+    core = client.CoreV1Api(api_client_)
+    node_labels = {n.metadata.name: dict(n.metadata.labels or {}) for n in core.list_node().items}
+    cluster = custom.create_namespaced_custom_object(
+        GROUP, VERSION, namespace, "clusters", cluster_manifest(name, namespace)
+    )
+    pods = []
+    totals: dict[str, int] = {}
+    for group, g in groups.items():
+        _, plural = GROUP_KIND[g.component]
+        custom.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, plural, group_manifest(name, namespace, group, g)
+        )
+        n = len(g.nodes)
+        status = {"replicas": n, "readyReplicas": n, "updatedReplicas": n, "currentReplicas": n,
+                  "selector": f"pingcap.com/cluster={name},pingcap.com/group={group}",
+                  "version": g.version, **g.status}  # fmt: skip
+        custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, plural, group, {"status": status}
+        )
+        totals[g.component] = totals.get(g.component, 0) + n
+        ikind, iplural = INSTANCE_KIND[g.component]
+        for i, node in enumerate(g.nodes):
+            instance = f"{group}-{i:03d}x"
+            spec: dict[str, Any] = {
+                "cluster": {"name": name},
+                "subdomain": f"{group}-{g.component}-peer",
+                "version": g.version,
+            }
+            if g.component in ("pd", "tikv"):
+                spec["volumes"] = [{"name": "data", "mounts": [{"type": "data"}], "storage": "1Gi"}]
+            topo = _topology_of(node_labels.get(node, {}), g)
+            if topo is not None:
+                spec["topology"] = topo
+            custom.create_namespaced_custom_object(
+                GROUP, VERSION, namespace, iplural,
+                {"apiVersion": f"{GROUP}/{VERSION}", "kind": ikind,
+                 "metadata": {"name": instance, "namespace": namespace,
+                              "labels": v2_labels(name, g.component, group, instance)},
+                 "spec": spec},
+            )  # fmt: skip
+            pod = v2_standin_pod(
+                f"{group}-{g.component}-{i:03d}x", namespace, name, g.component, group, instance,
+                node, g.exec_commands,
+            )  # fmt: skip
+            core.create_namespaced_pod(namespace, pod)
+            pods.append(pod["metadata"]["name"])
+    pd_groups = [gn for gn, g in groups.items() if g.component == "pd"]
+    order = {"pd": "PD", "tikv": "TiKV", "tidb": "TiDB"}
+    status: dict[str, Any] = {
+        "id": "7380000000000000001",  # PD's cluster id; the schema requires it
+        "components": sorted(
+            ({"kind": order[c], "replicas": r} for c, r in totals.items()), key=lambda c: c["kind"]
+        ),
+        "conditions": [
+            _condition("Progressing", progressing, "ClusterCreation", "Cluster is being created"),
+            _condition("Available", "True", "Available", "Cluster is available"),
+            _condition("Suspended", "False", "Suspend", "Cluster is not suspended"),
+        ],
+        "observedGeneration": cluster["metadata"].get("generation", 1),
+    }
+    if pd_status and pd_groups:
+        status["pd"] = f"http://{pd_groups[0]}-pd.{namespace}:2379"
+    custom.patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, "clusters", name, {"status": status}
+    )
+    return pods
+
+
+def _condition(type_: str, status: str, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "type": type_,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+        "observedGeneration": 1,
+    }
+
+
+def zone_nodes(core: client.CoreV1Api, zones: Mapping[str, str]) -> None:
+    """Label nodes with topology.kubernetes.io/zone (node -> zone); the bed's nodes are kept."""
+    for node, zone in zones.items():
+        core.patch_node(node, {"metadata": {"labels": {ZONE_KEY: zone}}})
+
+
+def unzone_nodes(core: client.CoreV1Api, nodes: Sequence[str]) -> None:
+    for node in nodes:
+        core.patch_node(node, {"metadata": {"labels": {ZONE_KEY: None}}})
+
+
+def v2_example_objects(name: str) -> list[dict[str, Any]]:
+    """The vendored example's objects (Cluster first), as TiDB Operator ships them."""
+    return [
+        copy.deepcopy(yaml.safe_load(p.read_text()))
+        for p in sorted((V2_VENDOR / "examples" / name).glob("*.yaml"))
+    ]
