@@ -9,18 +9,19 @@ from typing import Any, Protocol
 
 from tidb_bench_operator.adapters import mysql
 from tidb_bench_operator.adapters.k8s import Kube, KubeError, load_api_client
-from tidb_bench_operator.adapters.pd import make_pd_client
+from tidb_bench_operator.adapters.pd import HTTPPDClient, make_pd_client
 from tidb_bench_operator.config import Settings
 from tidb_bench_operator.domain.fingerprint import (
     PERFORMANCE_VARIABLES,
     Fingerprint,
     server_fingerprint,
 )
+from tidb_bench_operator.domain.guard import PdLook
 from tidb_bench_operator.domain.manifests import Endpoint
 from tidb_bench_operator.domain.models import GROUP, VERSION, BenchmarkRunSpec
 from tidb_bench_operator.errors import TidbBenchError
 from tidb_bench_operator.reconcile import PreflightFn, PreflightOutcome, RunReconciler, gate
-from tidb_bench_operator.reconcile.context import ServerFactsFn
+from tidb_bench_operator.reconcile.context import PdLookFn, ServerFactsFn
 from tidb_bench_operator.schedule_reconciler import ScheduleReconciler
 
 
@@ -43,6 +44,27 @@ def build_preflight(kube: Kube, api: Any) -> PreflightFn:
         return gate.with_skipped(out, spec)
 
     return preflight
+
+
+def build_pd_look(kube: Kube, api: Any) -> PdLookFn:
+    """PD as the guard polls it: stores, pending operators, the leader (HTTP only)."""
+
+    def pd_look(spec: BenchmarkRunSpec, namespace: str, endpoint: Endpoint) -> PdLook:
+        pd = make_pd_client(spec.preflight.pd_transport, endpoint, kube, api, timeout=3.0)
+        if pd is None:
+            return PdLook(stores=[], pending_operators=0, errors=["no PD address"])
+        try:
+            stores = pd.stores()
+            pending = [op for op in pd.operators() if op.pending]
+            leader = pd.leader() if isinstance(pd, HTTPPDClient) else None
+        except TidbBenchError as exc:
+            return PdLook(stores=[], pending_operators=0, errors=[str(exc)])
+        first = f"{pending[0].desc} {{{pending[0].brief}}}" if pending else ""
+        return PdLook(
+            stores=stores, pending_operators=len(pending), first_operator=first, leader=leader
+        )
+
+    return pd_look
 
 
 def build_server_facts(kube: Kube) -> ServerFactsFn:
@@ -81,6 +103,7 @@ def build_run_reconciler(cfg: Settings) -> RunReconciler:
         scheduling_timeout=timedelta(seconds=cfg.scheduling_timeout_seconds),
         server_facts=build_server_facts(kube),
         results_budget=cfg.results_object_bytes,
+        pd_look=build_pd_look(kube, api),
     )
 
 

@@ -125,3 +125,22 @@ def jobs_of(api: client.ApiClient, namespace: str, run: str) -> list[Any]:
         .list_namespaced_job(namespace, label_selector=f"tidbbench.io/run={run}")
         .items
     )
+
+
+def disturbances_of(run: dict[str, Any]) -> list[str]:
+    """Every disturbance the guard recorded on the run's steps and trials, as text."""
+    out = []
+    for step in (run.get("status") or {}).get("steps") or []:
+        found = list(step.get("disturbances") or [])
+        for trial in step.get("trials") or []:
+            found += trial.get("disturbances") or []
+        out += [
+            f"step {step['index'] + 1}: {d['what']} {d['object']}: {d['message']}" for d in found
+        ]
+    return out
+
+
+def assert_quiet(run: dict[str, Any]) -> None:
+    """A run nothing disturbed: the guard recorded no disturbance on any step (no false alarm)."""
+    found = disturbances_of(run)
+    assert found == [], f"the guard flagged a quiet run: {found}"

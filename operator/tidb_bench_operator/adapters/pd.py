@@ -27,6 +27,7 @@ from tidb_bench_operator.errors import ParseError, PDError
 API = "/pd/api/v1"
 STORES_PATH = f"{API}/stores"
 OPERATORS_PATH = f"{API}/operators"
+LEADER_PATH = f"{API}/leader"
 HEALTH_PATH = f"{API}/health"
 
 # In a TiDB Operator PD pod the binary is /pd-ctl and PD listens on 127.0.0.1:2379, which is
@@ -197,6 +198,16 @@ class HTTPPDClient:
     def operators(self) -> list[Operator]:
         """GET /pd/api/v1/operators."""
         return _parsed(self.describe(), parse_operators, self.get(OPERATORS_PATH))
+
+    def leader(self) -> str | None:
+        """GET /pd/api/v1/leader: the leader member's `name` (None when the body has none)."""
+        body = self.get(LEADER_PATH)
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            return None
+        name = doc.get("name") if isinstance(doc, dict) else None
+        return name if isinstance(name, str) and name else None
 
 
 def _parsed(where: str, parse: Callable[[Any], _T], body: str | bytes) -> _T:

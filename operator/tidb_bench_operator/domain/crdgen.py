@@ -197,6 +197,7 @@ def _columns(kind: str) -> list[dict[str, Any]]:
                 ".status.summary.peakLatencyMs",
                 _text(Summary, "peak_latency_ms"),
             ),
+            _column("Invalid", "integer", ".status.invalidSteps", _text(status, "invalid_steps")),
             _AGE,
         ]
     sched, st = BenchmarkScheduleSpec, BenchmarkScheduleStatus

@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from tidb_bench_operator.domain.base import CamelModel, TolerantCamelModel
+from tidb_bench_operator.domain.disturbances import Disturbance, Guard, GuardLook
 from tidb_bench_operator.domain.fingerprint import Fingerprint
 from tidb_bench_operator.domain.preflight import CheckStatus
 from tidb_bench_operator.domain.results import Latency, StepResult
@@ -487,6 +488,12 @@ class BenchmarkRunSpec(_Spec):
     resources: Resources = Field(
         default_factory=Resources, description="Compute resources of each client pod."
     )
+    guard: Guard = Field(
+        default_factory=Guard,
+        description="Watch every measured step for changes that falsify it (pods moving, "
+        "restarting or landing on the benchmark node, the operator upgrading or scaling, PD "
+        "stores, operators and leaders, sysbench stalls and errors) and what to do then.",
+    )
     step_retries: int = Field(
         default=2,
         ge=0,
@@ -636,6 +643,10 @@ class Trial(_Status):
     )
     finished_at: datetime | None = Field(default=None, description="When the trial ended.")
     notes: list[str] = Field(default_factory=list, description="How the trial was measured.")
+    disturbances: list[Disturbance] = Field(
+        default_factory=list,
+        description="What the guard saw change while the trial ran; any makes it invalid.",
+    )
 
 
 class StepStatus(_Status):
@@ -667,8 +678,8 @@ class StepStatus(_Status):
     finished_at: datetime | None = Field(default=None, description="When the step ended.")
     valid: bool | None = Field(
         default=None,
-        description="Whether the numbers can be trusted (all clients finished, no client "
-        "saturation, errors within bounds); the notes say why not.",
+        description="Whether the numbers can be trusted: every client started on time and "
+        "the guard saw no disturbance; the notes and disturbances say why not.",
     )
     client_saturated: bool | None = Field(
         default=None,
@@ -698,6 +709,19 @@ class StepStatus(_Status):
     pod_names: list[str] = Field(
         default_factory=list,
         description="Client pods seen running this attempt; one that disappears is retried.",
+    )
+    disturbances: list[Disturbance] = Field(
+        default_factory=list,
+        description="What the guard saw change while the step ran (when, source, what, the "
+        "object); any makes the step invalid. With trials, each trial has its own.",
+    )
+    guard_retries: int = Field(
+        default=0, ge=0, description="Times the step was measured again after a disturbance."
+    )
+    guard_wait_since: datetime | None = Field(
+        default=None,
+        description="Under guard policy Retry: since when the step waits for the preflight "
+        "checks to pass again before it is measured again.",
     )
 
     @field_validator("latency_ms", mode="before")
@@ -839,6 +863,15 @@ class BenchmarkRunStatus(_Status):
     )
     summary: Summary | None = Field(default=None, description="The sweep's verdict.")
     environment: Environment | None = Field(default=None, description="What was measured.")
+    invalid_steps: int | None = Field(
+        default=None,
+        description="Steps measured but not valid (late clients or disturbances): their "
+        "numbers are kept and never recommended.",
+    )
+    guard_look: GuardLook | None = Field(
+        default=None,
+        description="What the guard saw when the running step started (compared with later).",
+    )
     results_config_map: str | None = Field(
         default=None,
         description="ConfigMap in the run's namespace holding the step results as JSON.",

@@ -53,6 +53,9 @@ class Store(BaseModel):
     region_count: int | None = Field(
         default=0, description="Number of region peers on the store; None when PD did not say."
     )
+    leader_count: int | None = Field(
+        default=None, description="Number of region leaders on the store; None when PD did not say."
+    )
 
     @property
     def is_tiflash(self) -> bool:
@@ -217,6 +220,7 @@ def _store_from_info(info: object, where: str) -> Store:
         leader_size=read_int(status, "leader_size", f"{where}.status", required=False),
         region_size=read_int(status, "region_size", f"{where}.status", required=False),
         region_count=read_int(status, "region_count", f"{where}.status", required=False),
+        leader_count=read_int(status, "leader_count", f"{where}.status", required=False),
     )
 
 

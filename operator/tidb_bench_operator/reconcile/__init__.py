@@ -4,6 +4,7 @@ reconciler  the entry point: status in, phase task, status patch out
 context     RunContext (one reconcile's state and verbs) and RunKube (what it needs)
 admission   Pending      preflight  Preflight     dataset  Preparing
 steps       Running      finish     the end, and ttlSecondsAfterFinished
+guard       watches each measured step for disturbances (docs/guard.md)
 gate        observes PD, Kubernetes and the database for the preflight checks
 """
 

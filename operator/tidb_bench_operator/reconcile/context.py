@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from tidb_bench_operator.domain.fingerprint import Fingerprint
+from tidb_bench_operator.domain.guard import PdLook
 from tidb_bench_operator.domain.jobs import run_selector
 from tidb_bench_operator.domain.manifests import Endpoint, RunRef, build_event
 from tidb_bench_operator.domain.models import (
@@ -34,6 +35,9 @@ PreflightFn = Callable[[BenchmarkRunSpec, str, Endpoint], PreflightOutcome]
 #: What the server says about itself over SQL for the fingerprint (wiring.build_server_facts):
 #: global variables, TiDB's SHOW CONFIG, the version. Never raises: it answers what it could.
 ServerFactsFn = Callable[[BenchmarkRunSpec, str, Endpoint], Fingerprint]
+#: One poll of PD for the guard (wiring.build_pd_look): stores, operators, leader. Never
+#: raises: what could not be read is in PdLook.errors.
+PdLookFn = Callable[[BenchmarkRunSpec, str, Endpoint], PdLook]
 
 
 class RunKube(Protocol):
@@ -111,6 +115,8 @@ class Deps:
     server_facts: ServerFactsFn | None = None
     #: Characters of results per ConfigMap (domain.results_store.DEFAULT_BUDGET).
     results_budget: int = DEFAULT_BUDGET
+    #: PD as the guard polls it while a step runs; None: PD is not watched.
+    pd_look: PdLookFn | None = None
 
 
 @dataclass

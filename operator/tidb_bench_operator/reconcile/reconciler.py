@@ -44,6 +44,7 @@ from tidb_bench_operator.reconcile import admission, dataset, finish, preflight,
 from tidb_bench_operator.reconcile.context import (
     JSON,
     Deps,
+    PdLookFn,
     PreflightFn,
     RunContext,
     RunKube,
@@ -131,6 +132,7 @@ class RunReconciler:
         scheduling_timeout: timedelta = SCHEDULING_TIMEOUT,
         server_facts: ServerFactsFn | None = None,
         results_budget: int = DEFAULT_BUDGET,
+        pd_look: PdLookFn | None = None,
     ) -> None:
         self.deps = Deps(
             kube=kube,
@@ -139,6 +141,7 @@ class RunReconciler:
             scheduling_timeout=scheduling_timeout,
             server_facts=server_facts,
             results_budget=results_budget,
+            pd_look=pd_look,
         )
         self.clock = clock
         #: Runs (by uid) whose last reconcile failed.

@@ -13,8 +13,10 @@ the same reconcile.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
+from tidb_bench_operator.domain.guard import series_disturbances, summary
 from tidb_bench_operator.domain.jobs import (
     JOB_CONTROLLER_UID,
     RUNNER_CONTAINER,
@@ -54,6 +56,7 @@ from tidb_bench_operator.domain.runner_message import (
 )
 from tidb_bench_operator.domain.status import condition_reason
 from tidb_bench_operator.domain.trials import with_trial
+from tidb_bench_operator.reconcile import guard
 from tidb_bench_operator.reconcile.context import JSON, RunContext
 
 #: A step's Jobs may run this long beyond the start lead, warm-up and duration.
@@ -82,6 +85,8 @@ def run_steps(ctx: RunContext) -> bool:
 def start(ctx: RunContext, step: StepStatus) -> None:
     """Create the step's client Jobs (idempotent: their names are fixed per attempt)."""
     spec, run, st = ctx.spec, ctx.run, ctx.st
+    if not guard.gate_passes(ctx, step):
+        return
     round_ = st.current_round or 0
     names = [
         step_job_name(run.name, step.index, c, round_, step.attempt) for c in range(spec.clients)
@@ -115,6 +120,9 @@ def start(ctx: RunContext, step: StepStatus) -> None:
     step.started_at = ctx.now
     step.job_names = names
     step.pod_names = []
+    step.disturbances = []
+    step.guard_wait_since = None
+    guard.begin(ctx, step)
     msg = (
         f"step {step.index + 1}/{len(st.steps)}: {step.workload} at {step.threads} threads"
         f" x {spec.clients} client(s)"
@@ -149,6 +157,8 @@ def observe(ctx: RunContext, step: StepStatus) -> None:
     if len(jobs) < spec.clients:
         retry(ctx, step, "a client Job was deleted")
         return
+    if guard.watch(ctx, step, pods):
+        return  # disturbed under guard policy Abort: the run has failed
     hopeless = start_failure(pods, ctx.now)
     if hopeless:
         ctx.delete_jobs(role="step", step=step.index)
@@ -185,13 +195,14 @@ def retry(ctx: RunContext, step: StepStatus, cause: str) -> None:
     """
     what = f"step {step.index + 1} ({step.workload}, {step.threads} threads)"
     ctx.delete_jobs(role="step", step=step.index, round_=ctx.st.current_round or 0)
-    if step.attempt >= ctx.spec.step_retries:
+    lost = step.attempt - step.guard_retries  # attempts after a guard retry do not count
+    if lost >= ctx.spec.step_retries:
         step.phase = StepPhase.FAILED
         step.finished_at = ctx.now
         step.notes = [*step.notes, f"attempt {step.attempt + 1}: {cause}"]
         ctx.fail(
             "StepFailed",
-            f"{what}: {cause}; it ran {step.attempt + 1} time(s) and spec.stepRetries is "
+            f"{what}: {cause}; it ran {lost + 1} time(s) and spec.stepRetries is "
             f"{ctx.spec.step_retries}",
         )
         return
@@ -201,7 +212,7 @@ def retry(ctx: RunContext, step: StepStatus, cause: str) -> None:
     step.phase = StepPhase.PENDING
     step.job_names = []
     step.pod_names = []
-    ctx.event("Warning", "StepRetried", f"{what}: {cause}; retry {step.attempt} of "
+    ctx.event("Warning", "StepRetried", f"{what}: {cause}; retry {lost + 1} of "
               f"{ctx.spec.step_retries}")  # fmt: skip
     ctx.condition("Progressing", "True", "StepRetried", f"{what}: {cause}")
     ctx.wait(RETRY_DELAY_SECONDS * step.attempt)
@@ -261,7 +272,11 @@ def _reports(
 
 
 def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: list[JSON]) -> None:
-    """Put the combined numbers into the step, keep the series, and move to the next step."""
+    """Put the combined numbers into the step, keep the series, and move to the next step.
+
+    The guard judges the clients' interval series here; a disturbed step is invalid, and
+    under guard policy Retry it is kept as an invalid trial and measured again.
+    """
     spec, st = ctx.spec, ctx.st
     round_ = st.current_round or 0
     combined = combine_clients(reports)
@@ -272,32 +287,88 @@ def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: l
             f"INVALID: {len(combined.late)} client(s) started late (max "
             f"{latest:.1f}s after the agreed start)"
         )
-    series, series_notes = read_step_series(ctx, step, pods)
-    if spec.repeats == 1:
+    series, series_notes, per_client = read_step_series(ctx, step, pods)
+    if guard.active(ctx):
+        found = series_disturbances(
+            per_client, spec.guard, started=_measured_from(ctx, step, reports)
+        )
+        if guard.record(ctx, step, found):
+            return  # Abort: the run has failed
+    disturbed = list(step.disturbances)
+    if disturbed:
+        notes.append(f"INVALID: disturbed while measured: {summary(disturbed)}")
+    valid = not combined.late and not disturbed
+    again = (
+        bool(disturbed) and spec.guard.policy == "Retry" and step.guard_retries < spec.guard.retries
+    )
+    if spec.repeats == 1 and not step.trials and not again:
         updated = step.with_result(combined.result)
-        updated.valid = not combined.late
+        updated.valid = valid
         updated.client_saturated = combined.saturated
         updated.notes = [*step.notes, *notes]
         updated.phase = StepPhase.SUCCEEDED
     else:
         trial = Trial(
-            round=round_, result=combined.result, valid=not combined.late,
+            round=round_, result=combined.result, valid=valid,
             client_saturated=combined.saturated, finished_at=ctx.now, notes=notes,
+            disturbances=disturbed,
         )  # fmt: skip
         updated = with_trial(step, trial, spec.noisy_cv_percent)
-        updated.notes = [*step.notes, *(f"trial {round_ + 1}: {n}" for n in notes)]
-        done = len(updated.trials) >= spec.repeats
+        updated.disturbances = []
+        label = f"trial {round_ + 1}" if spec.repeats > 1 else f"measurement {len(updated.trials)}"
+        updated.notes = [*step.notes, *(f"{label}: {n}" for n in notes)]
+        rounds = {t.round for t in updated.trials}
+        done = not again and len(rounds) >= spec.repeats
         updated.phase = StepPhase.SUCCEEDED if done else StepPhase.PENDING
         if not done:  # the next trial has spec.stepRetries of its own
-            updated.attempt, updated.pod_names = 0, []
+            updated.pod_names = []
+            updated.attempt = updated.attempt + 1 if again else 0
+    if again:
+        updated.guard_retries += 1
+        updated.guard_wait_since = ctx.now
     updated.notes = [*updated.notes, *series_notes, *series.notes]
     updated.finished_at = ctx.now
     st.steps[step.index] = updated
-    save_results(ctx, updated.index, series, round_)
+    st.invalid_steps = sum(1 for s in st.steps if s.valid is False) or None
+    save_results(ctx, updated.index, series, round_ if not again else _kept_round(updated))
     ctx.event("Normal", "StepSucceeded", _recorded_text(ctx, updated, combined.result, round_))
+    if again:
+        what = f"step {step.index + 1} ({step.workload}, {step.threads} threads)"
+        ctx.event(
+            "Warning", "StepMeasuredAgain",
+            f"{what}: disturbed ({summary(disturbed)}); kept as an invalid measurement, measured "
+            f"again once the preflight checks pass (guard retry {updated.guard_retries} of "
+            f"{spec.guard.retries})",
+        )  # fmt: skip
+        ctx.wait(0.5)
+        ctx.again = True
+        return
     _advance(ctx, step.index)
     ctx.wait(0.5)
     ctx.again = True
+
+
+def _kept_round(step: StepStatus) -> int:
+    """Where a measurement that will be repeated keeps its series: a round number of its own.
+
+    Series objects are named by step and round; a disturbed measurement's series is kept
+    under round 100 + n (n counting the step's measurements), beyond any real round.
+    """
+    return 100 + len(step.trials)
+
+
+def _measured_from(ctx: RunContext, step: StepStatus, reports: list[StepReport]) -> datetime:
+    """When the measured part of the step began (after the warm-up), for the series' times."""
+    began: datetime | None = None
+    for r in reports:
+        if r.started_at:
+            try:
+                t = datetime.fromisoformat(r.started_at)
+            except ValueError:
+                continue
+            began = t if began is None else min(began, t)
+    start = began or step.started_at or ctx.now
+    return start + timedelta(seconds=ctx.spec.warmup_seconds)
 
 
 def _recorded_text(ctx: RunContext, step: StepStatus, result: StepResult, round_: int) -> str:
@@ -317,8 +388,10 @@ def _recorded_text(ctx: RunContext, step: StepStatus, result: StepResult, round_
                 f"{summary.ci_high:,.0f}, CV {summary.cv_percent:.1f}%"
                 + (" (NOISY)" if summary.noisy else "")
             )
-    if not (step.trials[-1].valid if step.trials else step.valid):
-        text += " (INVALID: late start)"
+    last = step.trials[-1] if step.trials else None
+    if not (last.valid if last is not None else step.valid):
+        disturbed = last.disturbances if last is not None else step.disturbances
+        text += f" (INVALID: {summary(disturbed, 1)})" if disturbed else " (INVALID: late start)"
     return text
 
 
@@ -337,9 +410,13 @@ def _advance(ctx: RunContext, index: int) -> None:
 
 def read_step_series(
     ctx: RunContext, step: StepStatus, pods: list[JSON]
-) -> tuple[StepSeries, list[str]]:
-    """Every client's interval series from its log; a log without a readable one is noted."""
+) -> tuple[StepSeries, list[str], dict[str, list[dict[str, Any]]]]:
+    """Every client's interval series from its log; a log without a readable one is noted.
+
+    Also each series as read, by client pod name, for the guard.
+    """
     per_client = {}
+    by_pod: dict[str, list[dict[str, Any]]] = {}
     notes = []
     for pod in pods:
         log = ctx.kube.pod_log(ctx.run.namespace, pod["metadata"]["name"], RUNNER_CONTAINER)
@@ -353,7 +430,8 @@ def read_step_series(
             continue
         if found is not None:
             per_client[client_index(pod)] = found
-    return step_series(step.workload, step.threads, per_client), notes
+            by_pod[pod["metadata"]["name"]] = found
+    return step_series(step.workload, step.threads, per_client), notes, by_pod
 
 
 def save_results(ctx: RunContext, index: int, series: StepSeries, round_: int = 0) -> None:

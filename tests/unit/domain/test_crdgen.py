@@ -207,6 +207,7 @@ def test_kubectl_get_benchmarkruns_shows_the_product_columns() -> None:
         ("QPS", "number", ".status.summary.peakQps"),
         ("Threads", "integer", ".status.summary.peakThreads"),
         ("P95(ms)", "number", ".status.summary.peakLatencyMs"),
+        ("Invalid", "integer", ".status.invalidSteps"),
         ("Age", "date", ".metadata.creationTimestamp"),
     ]
 

@@ -337,16 +337,12 @@ def check_topology_spread(
 # bench-node-isolation
 
 
-def check_bench_node_isolation(
+def eligible_bench_nodes(
     nodes: Sequence[Mapping[str, Any]],
-    pods: Sequence[Mapping[str, Any]],
     node_selector: Mapping[str, str],
     tolerations: Sequence[Mapping[str, Any]],
-    clients: int,
-    *,
-    cluster_name: str | None = None,
-) -> CheckResult:
-    """No pd/tikv/tidb pod on any node a benchmark client may land on, and enough such nodes."""
+) -> tuple[list[str], list[str]]:
+    """The nodes a benchmark client may land on, by name; and why each other one may not."""
     eligible: list[str] = []
     reasons: list[str] = []
     for node in sorted(nodes, key=_name):
@@ -361,6 +357,20 @@ def check_bench_node_isolation(
             reasons.append(f"{name}: untolerated taint {_taint_text(blocking[0])}")
             continue
         eligible.append(name)
+    return eligible, reasons
+
+
+def check_bench_node_isolation(
+    nodes: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    node_selector: Mapping[str, str],
+    tolerations: Sequence[Mapping[str, Any]],
+    clients: int,
+    *,
+    cluster_name: str | None = None,
+) -> CheckResult:
+    """No pd/tikv/tidb pod on any node a benchmark client may land on, and enough such nodes."""
+    eligible, reasons = eligible_bench_nodes(nodes, node_selector, tolerations)
     selector = _selector_text(node_selector) if node_selector else "{} (any node)"
     if not eligible:
         why = "; ".join(reasons[:5]) or "no nodes at all"

@@ -1,0 +1,354 @@
+"""The guard's judgements: what changed between the start of a step and a later look.
+
+Pure: each function takes what was seen at the step's start (a GuardLook) and what is seen
+now, and returns the disturbances. reconcile/guard.py does the looking. The rules and the
+reasons for their bounds are in docs/guard.md.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from tidb_bench_operator.domain.cluster_view import DATABASE_COMPONENTS, DISPLAY, ClusterView
+from tidb_bench_operator.domain.disturbances import (
+    MAX_DISTURBANCES,
+    Disturbance,
+    Guard,
+    GuardLook,
+)
+from tidb_bench_operator.domain.pd import STATE_UP, Store
+from tidb_bench_operator.domain.preflight.placement import _get, _labels
+
+JSON = Mapping[str, Any]
+
+# ---------------------------------------------------------------------------
+# Kubernetes: the cluster's pods and the operator's rollout signals
+
+
+def _restarts(pod: JSON) -> int:
+    return sum(
+        int(c.get("restartCount") or 0) for c in _get(pod, "status", "containerStatuses") or []
+    )
+
+
+def pod_entries(view: ClusterView, pods: Sequence[JSON]) -> dict[str, str]:
+    """The cluster's live pd/tikv/tidb pods as `name → 'uid node restarts component'`."""
+    out = {}
+    for pod in view.database_pods(pods):
+        name = str(_get(pod, "metadata", "name") or "")
+        uid = str(_get(pod, "metadata", "uid") or "-")
+        node = str(_get(pod, "spec", "nodeName") or "-")
+        component = _labels(pod).get(view.labels.component, "?")
+        out[name] = f"{uid} {node} {_restarts(pod)} {component}"
+    return out
+
+
+@dataclass(frozen=True)
+class _Pod:
+    uid: str
+    node: str
+    restarts: int
+    component: str
+
+    @classmethod
+    def of(cls, entry: str) -> _Pod:
+        uid, node, restarts, component = [*entry.split(" "), "-", "-", "0", "?"][:4]
+        return cls(uid, node, int(restarts) if restarts.isdigit() else 0, component)
+
+    def text(self, name: str) -> str:
+        where = f" on {self.node}" if self.node != "-" else " (not scheduled)"
+        return f"{DISPLAY.get(self.component, self.component)} pod {name}{where}"
+
+
+def rollout_signals(view: ClusterView) -> tuple[dict[str, str], int | None, list[str]]:
+    """The operator's own word that it is changing the cluster: phases, generation, rollouts.
+
+    v1: `status.<component>.phase` (Normal, Upgrade, Scale, …) and `metadata.generation`
+    of the TidbCluster; v2: groups not settled and the Cluster's Progressing condition.
+    """
+    phases = {}
+    for comp in DATABASE_COMPONENTS:
+        phase = _get(view.source, "status", comp, "phase")
+        if isinstance(phase, str) and phase:
+            phases[comp] = phase
+    generation = _get(view.source, "metadata", "generation")
+    unsettled = list(view.unsettled_groups())
+    progressing = view.progressing
+    if progressing is not None and progressing.status == "True":
+        unsettled.append(f"Cluster Progressing=True ({progressing.reason})")
+    gen = generation if isinstance(generation, int) and not isinstance(generation, bool) else None
+    return phases, gen, unsettled
+
+
+def kube_disturbances(
+    start: GuardLook,
+    pods: Mapping[str, str],
+    phases: Mapping[str, str],
+    generation: int | None,
+    unsettled: Sequence[str],
+    *,
+    cluster: str,
+    at: datetime,
+) -> list[Disturbance]:
+    """What changed in the cluster's pods and rollout signals since the step started."""
+    out: list[Disturbance] = []
+
+    def add(what: str, obj: str, message: str) -> None:
+        out.append(Disturbance(at=at, source="Kubernetes", what=what, object=obj, message=message))
+
+    bench = set(start.bench_nodes)
+    for name, entry in sorted(pods.items()):
+        now = _Pod.of(entry)
+        before = _Pod.of(start.pods[name]) if name in start.pods else None
+        if now.node in bench:  # wherever it came from: the step shares the node with it
+            add(
+                "PodOnBenchNode",
+                name,
+                f"{now.text(name)}: a database pod on a node the benchmark clients use "
+                "competes with them for CPU and I/O",
+            )
+        if before is None:
+            add("PodCreated", name, f"{now.text(name)} appeared during the step")
+        elif before.uid != now.uid:
+            moved = f", moved from {before.node}" if before.node != now.node else ""
+            add("PodRecreated", name, f"{now.text(name)} was deleted and created again{moved}")
+        elif before.node != now.node:
+            add("PodMoved", name, f"{now.text(name)}, was on {before.node}")
+        elif now.restarts > before.restarts:
+            add(
+                "PodRestarted",
+                name,
+                f"{now.text(name)}: restart count {before.restarts} → {now.restarts}",
+            )
+    for name in sorted(set(start.pods) - set(pods)):
+        add("PodDeleted", name, f"{_Pod.of(start.pods[name]).text(name)} is gone")
+    for comp, phase in sorted(phases.items()):
+        if phase != "Normal":  # also when it began before the step: it is still going on
+            was = start.phases.get(comp, "unset")
+            add(
+                "ClusterPhase",
+                cluster,
+                f"{DISPLAY.get(comp, comp)} phase {phase} (at the step's start: {was}): the "
+                "operator is changing the cluster",
+            )
+    if generation is not None and start.generation is not None and generation != start.generation:
+        add(
+            "ClusterSpecChanged",
+            cluster,
+            f"generation {start.generation} → {generation}: the cluster's spec was changed",
+        )
+    for item in unsettled:
+        if item not in start.unsettled:
+            add("ClusterProgressing", cluster, item)
+    return out
+
+
+def client_disturbances(client_pods: Sequence[JSON], *, at: datetime) -> list[Disturbance]:
+    """A benchmark client pod whose container restarted (its numbers restarted with it)."""
+    out = []
+    for pod in client_pods:
+        restarts = _restarts(pod)
+        if restarts:
+            name = str(_get(pod, "metadata", "name") or "")
+            node = _get(pod, "spec", "nodeName") or "-"
+            out.append(
+                Disturbance(
+                    at=at,
+                    source="Kubernetes",
+                    what="ClientRestarted",
+                    object=name,
+                    message=f"client pod {name} on {node}: restart count {restarts}",
+                )
+            )
+    return out
+
+
+# ---------------------------------------------------------------------------
+# PD
+
+
+@dataclass(frozen=True)
+class PdLook:
+    """One poll of PD: its stores, pending operators and leader (None: not answered)."""
+
+    stores: Sequence[Store]
+    pending_operators: int
+    first_operator: str = ""
+    leader: str | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+def pd_entries(look: PdLook) -> tuple[dict[str, str], dict[str, int]]:
+    """Store states and leader counts by store id, as GuardLook keeps them."""
+    states = {str(s.id): s.state_name for s in look.stores}
+    leaders = {str(s.id): s.leader_count for s in look.stores if s.leader_count is not None}
+    return states, leaders
+
+
+def pd_disturbances(
+    start: GuardLook, look: PdLook, bounds: Guard, *, at: datetime
+) -> list[Disturbance]:
+    """Stores leaving Up, operators piling up, leaders moving, PD's leader changing."""
+    out: list[Disturbance] = []
+
+    def add(what: str, obj: str, message: str) -> None:
+        out.append(Disturbance(at=at, source="PD", what=what, object=obj, message=message))
+
+    states, leaders = pd_entries(look)
+    for store in sorted(look.stores, key=lambda s: s.id):
+        before = start.stores.get(str(store.id))
+        if store.state_name != STATE_UP and store.state_name != before:
+            add(
+                "StoreState",
+                f"store {store.id}",
+                f"store {store.id} ({store.address or 'no address'}) is {store.state_name} "
+                f"(was {before or 'not listed'})",
+            )
+    for sid in sorted(set(start.stores) - set(states), key=int):
+        add("StoreState", f"store {sid}", f"store {sid} is no longer listed by PD")
+    if look.pending_operators > bounds.max_pending_operators:
+        add(
+            "PendingOperators",
+            "pd",
+            f"{look.pending_operators} pending PD operators (bound "
+            f"{bounds.max_pending_operators}), e.g. {look.first_operator}",
+        )
+    total = sum(start.leaders.values())
+    if total > 0 and leaders:
+        moved = sum(max(0, n - leaders.get(sid, 0)) for sid, n in start.leaders.items())
+        percent = 100.0 * moved / total
+        if percent > bounds.max_leader_move_percent:
+            add(
+                "LeadersMoved",
+                "pd",
+                f"{moved} of {total} leaders ({percent:.1f}%) moved between stores (bound "
+                f"{bounds.max_leader_move_percent:g}%)",
+            )
+    if start.pd_leader and look.leader and look.leader != start.pd_leader:
+        add("PDLeaderChanged", look.leader, f"PD leader {start.pd_leader} → {look.leader}")
+    return out
+
+
+# ---------------------------------------------------------------------------
+# sysbench's interval series
+
+#: A stall needs a median over at least this many intervals to be judged.
+MIN_INTERVALS = 3
+
+
+def _number(point: JSON, key: str) -> float | None:
+    value = point.get(key)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def series_disturbances(
+    series: Mapping[str, Sequence[JSON]], bounds: Guard, *, started: datetime
+) -> list[Disturbance]:
+    """Stalls, error and reconnect bursts in each client's series (`client name → points`).
+
+    A stall is a run of intervals whose QPS is below `stall_fraction` of that client's median
+    QPS in the step; `started` is when the measured part began (the points' t counts from it).
+    """
+    out: list[Disturbance] = []
+    for client, points in sorted(series.items()):
+        qps = [(p, _number(p, "qps")) for p in points]
+        known = [q for _, q in qps if q is not None]
+        median = statistics.median(known) if len(known) >= MIN_INTERVALS else None
+        low: list[tuple[float, float]] = []
+        first_error: tuple[float, float, float] | None = None
+        first_reconnect: tuple[float, float] | None = None
+        for point, q in qps:
+            t = _number(point, "t") or 0.0
+            stalled = median and q is not None and q < bounds.stall_fraction * median
+            if stalled and q is not None:
+                low.append((t, q))
+            errors = _number(point, "errorsPerSec") or 0.0
+            tps = _number(point, "tps") or 0.0
+            if first_error is None and errors > 0 and errors > bounds.max_error_percent / 100 * tps:
+                first_error = (t, errors, tps)
+            reconnects = _number(point, "reconnectsPerSec") or 0.0
+            if first_reconnect is None and reconnects > bounds.max_reconnects_per_sec:
+                first_reconnect = (t, reconnects)
+        if low and median:
+            worst = min(q for _, q in low)
+            ts = ", ".join(f"{t:g}s" for t, _ in low[:8]) + (" …" if len(low) > 8 else "")
+            out.append(
+                Disturbance(
+                    at=started + timedelta(seconds=low[0][0]),
+                    source="sysbench",
+                    what="Stall",
+                    object=client,
+                    message=f"{len(low)} interval(s) below {bounds.stall_fraction:g} × the "
+                    f"step's median {median:,.0f} QPS (at {ts}; lowest {worst:,.0f} QPS)",
+                )
+            )
+        if first_error is not None:
+            t, errors, tps = first_error
+            out.append(
+                Disturbance(
+                    at=started + timedelta(seconds=t),
+                    source="sysbench",
+                    what="Errors",
+                    object=client,
+                    message=f"{errors:,.2f} errors/s at {t:g}s against {tps:,.2f} tps (bound "
+                    f"{bounds.max_error_percent:g}%)",
+                )
+            )
+        if first_reconnect is not None:
+            t, reconnects = first_reconnect
+            out.append(
+                Disturbance(
+                    at=started + timedelta(seconds=t),
+                    source="sysbench",
+                    what="Reconnects",
+                    object=client,
+                    message=f"{reconnects:,.2f} reconnects/s at {t:g}s (bound "
+                    f"{bounds.max_reconnects_per_sec:g})",
+                )
+            )
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Keeping them
+
+
+_MORE = " (and more, not kept)"
+
+
+def merged(
+    kept: Sequence[Disturbance], new: Sequence[Disturbance]
+) -> tuple[list[Disturbance], list[Disturbance]]:
+    """`kept` plus the new disturbances not yet recorded (by key), and which those were.
+
+    At most MAX_DISTURBANCES are kept; the rest are counted in the last one's message.
+    """
+    seen = {d.key() for d in kept}
+    out = list(kept)
+    added = []
+    for d in new:
+        if d.key() in seen:
+            continue
+        seen.add(d.key())
+        added.append(d)
+        if len(out) < MAX_DISTURBANCES:
+            out.append(d)
+        else:
+            last = out[-1]
+            if not last.message.endswith(_MORE):
+                out[-1] = last.model_copy(update={"message": last.message + _MORE})
+    return out, added
+
+
+def summary(disturbances: Sequence[Disturbance], limit: int = 3) -> str:
+    """`PodOnBenchNode basic-tikv-3: …; Stall client 0: … (+2 more)`."""
+    text = "; ".join(d.text() for d in disturbances[:limit])
+    if len(disturbances) > limit:
+        text += f" (+{len(disturbances) - limit} more)"
+    return text
