@@ -92,6 +92,19 @@ class Metrics:
             STEP_LABELS,
             registry=r,
         )
+        self.step_valid = Gauge(
+            "tidb_bench_step_valid",
+            "1 when a step's numbers can be trusted, 0 when it is invalid (a late client or a "
+            "disturbance the guard saw); join on it to leave invalid steps out.",
+            STEP_LABELS,
+            registry=r,
+        )
+        self.step_disturbances = Gauge(
+            "tidb_bench_step_disturbances",
+            "Disturbances the guard recorded on a step (its trials' included).",
+            STEP_LABELS,
+            registry=r,
+        )
         self.run_peak_qps = Gauge(
             "tidb_bench_run_peak_qps",
             "Peak QPS of a run (status.summary.peakQps).",
@@ -165,6 +178,12 @@ class Metrics:
                 end = trials.get(f"ci{bound.capitalize()}")
                 if end is not None:
                     values.append((self.step_qps_interval, (*labels, bound), float(end)))
+            if step.get("valid") is not None:
+                values.append((self.step_valid, labels, 1.0 if step["valid"] else 0.0))
+            disturbed = len(step.get("disturbances") or []) + sum(
+                len(t.get("disturbances") or []) for t in step.get("trials") or []
+            )
+            values.append((self.step_disturbances, labels, float(disturbed)))
             if step.get("tps") is not None:
                 values.append((self.step_tps, labels, float(step["tps"])))
             if step.get("errorsPerSec") is not None:

@@ -16,7 +16,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from tidb_bench_operator.domain.guard import series_disturbances, summary
+from tidb_bench_operator.domain.guard import series_disturbances
+from tidb_bench_operator.domain.guard import summary as disturbance_summary
 from tidb_bench_operator.domain.jobs import (
     JOB_CONTROLLER_UID,
     RUNNER_CONTAINER,
@@ -296,7 +297,7 @@ def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: l
             return  # Abort: the run has failed
     disturbed = list(step.disturbances)
     if disturbed:
-        notes.append(f"INVALID: disturbed while measured: {summary(disturbed)}")
+        notes.append(f"INVALID: disturbed while measured: {disturbance_summary(disturbed)}")
     valid = not combined.late and not disturbed
     again = (
         bool(disturbed) and spec.guard.policy == "Retry" and step.guard_retries < spec.guard.retries
@@ -336,9 +337,9 @@ def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: l
         what = f"step {step.index + 1} ({step.workload}, {step.threads} threads)"
         ctx.event(
             "Warning", "StepMeasuredAgain",
-            f"{what}: disturbed ({summary(disturbed)}); kept as an invalid measurement, measured "
-            f"again once the preflight checks pass (guard retry {updated.guard_retries} of "
-            f"{spec.guard.retries})",
+            f"{what}: disturbed ({disturbance_summary(disturbed)}); kept as an invalid "
+            f"measurement, measured again once the preflight checks pass (guard retry "
+            f"{updated.guard_retries} of {spec.guard.retries})",
         )  # fmt: skip
         ctx.wait(0.5)
         ctx.again = True
@@ -391,7 +392,11 @@ def _recorded_text(ctx: RunContext, step: StepStatus, result: StepResult, round_
     last = step.trials[-1] if step.trials else None
     if not (last.valid if last is not None else step.valid):
         disturbed = last.disturbances if last is not None else step.disturbances
-        text += f" (INVALID: {summary(disturbed, 1)})" if disturbed else " (INVALID: late start)"
+        text += (
+            f" (INVALID: {disturbance_summary(disturbed, 1)})"
+            if disturbed
+            else " (INVALID: late start)"
+        )
     return text
 
 
