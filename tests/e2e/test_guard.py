@@ -8,6 +8,8 @@ a few seconds is seen.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -82,16 +84,24 @@ def test_field_note_tikv_lands_on_the_bench_node_mid_run_step_flagged_recommenda
     db_secret: str, controller: Any, fake_pd: FakePD,
 ) -> None:  # fmt: skip
     standin_cluster(api, namespace)
-    create_run(api, namespace, guarded_run("fieldnote", mariadb, fake_pd.url))
+    body = guarded_run("fieldnote", mariadb, fake_pd.url, slo={"latencyMs": 100})
+    create_run(api, namespace, body)
     wait_step_running(api, namespace, "fieldnote", 1)
     # The field note: a third TiKV is scheduled onto the benchmark node while the sweep runs.
+    # A stand-in pod runs nothing, so a CPU hog on this (one) machine plays its work.
     core.create_namespaced_pod(
         namespace, standin_pod("basic-tikv-2", namespace, "basic", "tikv", "node1")
     )
-    wait_for(
-        lambda: get_run(api, namespace, "fieldnote")["status"]["steps"][1]["phase"] == "Succeeded",
-        RUN_TIMEOUT, "step 2 recorded",
-    )  # fmt: skip
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        wait_for(
+            lambda: get_run(api, namespace, "fieldnote")["status"]["steps"][1]["phase"]
+            == "Succeeded",
+            RUN_TIMEOUT, "step 2 recorded",
+        )  # fmt: skip
+    finally:
+        hog.kill()
+        hog.wait()
     core.delete_namespaced_pod("basic-tikv-2", namespace, grace_period_seconds=0)
     run = wait_run(api, namespace, "fieldnote", timeout=RUN_TIMEOUT)
     st = run["status"]
@@ -112,6 +122,7 @@ def test_field_note_tikv_lands_on_the_bench_node_mid_run_step_flagged_recommenda
     assert st["invalidSteps"] >= 1
     reasons = [e.reason for e in run_events(core, namespace, "fieldnote")]
     assert "StepDisturbed" in reasons
+    print("field note QPS by step:", [(s["threads"], s["qps"], s["valid"]) for s in st["steps"]])
 
 
 def test_retry_measures_the_disturbed_step_again_after_the_pod_leaves_and_keeps_the_first(
