@@ -182,8 +182,9 @@ def test_a_tikv_restart_mid_step_is_a_disturbance(
     create_run(api, namespace, guarded_run("restart", mariadb, fake_pd.url))
     wait_step_running(api, namespace, "restart", 1)
     pod = core.read_namespaced_pod("basic-tikv-1", namespace)
-    statuses = [{**c.to_dict(), "restartCount": 1} for c in pod.status.container_statuses or []]
-    statuses = [api.sanitize_for_serialization(client.V1ContainerStatus(**s)) for s in statuses]
+    # As a kubelet reports a container that exited and was started again.
+    statuses = api.sanitize_for_serialization(pod.status.container_statuses)
+    statuses = [{**c, "restartCount": 1} for c in statuses]
     core.patch_namespaced_pod_status(
         "basic-tikv-1", namespace, {"status": {"containerStatuses": statuses}}
     )
