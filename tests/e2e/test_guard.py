@@ -49,10 +49,11 @@ def fake_pd() -> Iterator[FakePD]:
 
 def guarded_run(name: str, mariadb: dict[str, Any], pd_url: str, **spec: Any) -> dict[str, Any]:
     """Three steps of 4 s on the cluster `basic`, preflight Enforce, the guard polling PD every 1 s."""
+    settings: dict[str, Any] = {"threads": [1, 2, 4], "durationSeconds": 4, **spec}
+    settings["guard"] = {"pdIntervalSeconds": 1, **settings.get("guard", {})}
     body = run_manifest(
-        name, mariadb, threads=[1, 2, 4], durationSeconds=4, cluster={"name": "basic"},
-        preflight={"policy": "Enforce", "timeoutSeconds": 60},
-        guard={"pdIntervalSeconds": 1, **spec.pop("guard", {})}, **spec,
+        name, mariadb, cluster={"name": "basic"},
+        preflight={"policy": "Enforce", "timeoutSeconds": 60}, **settings,
     )  # fmt: skip
     body["spec"]["target"]["pdURL"] = pd_url
     return body
@@ -249,3 +250,35 @@ def test_the_tidbcluster_upgrading_mid_run_is_a_disturbance(
     found = [d for d in steps[1]["disturbances"] if d["what"] == "ClusterPhase"]
     assert found and found[0]["object"] == "basic" and "Upgrade" in found[0]["message"]
     assert steps[0]["valid"] is True and not steps[0].get("disturbances")
+
+
+def test_a_neighbour_load_during_one_step_is_a_stall_from_the_interval_series(
+    api: client.ApiClient, namespace: str, mariadb: dict[str, Any], db_secret: str,
+    controller: Any, fake_pd: FakePD,
+) -> None:  # fmt: skip
+    standin_cluster(api, namespace)
+    body = guarded_run("neighbour", mariadb, fake_pd.url, durationSeconds=6)
+    create_run(api, namespace, body)
+    wait_step_running(api, namespace, "neighbour", 1)
+    time.sleep(1.5)  # into the measured part of step 2
+    # Another tenant's 64 connections hammer the same database for 3 s.
+    neighbour = subprocess.run(
+        [
+            "sysbench", "oltp_point_select", f"--mysql-host={mariadb['host']}",
+            f"--mysql-port={mariadb['port']}", f"--mysql-user={mariadb['user']}",
+            f"--mysql-password={mariadb['password']}", "--mysql-db=sbtest", "--tables=1",
+            "--table-size=1000", "--threads=64", "--time=3", "run",
+        ],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert neighbour.returncode == 0, neighbour.stdout[-2000:] + neighbour.stderr[-2000:]
+    run = wait_run(api, namespace, "neighbour", timeout=RUN_TIMEOUT)
+    steps = run["status"]["steps"]
+    assert run["status"]["phase"] == "Succeeded", run["status"]
+    stalls = [d for d in steps[1]["disturbances"] if d["what"] == "Stall"]
+    assert stalls and stalls[0]["source"] == "sysbench", steps[1]
+    assert "median" in stalls[0]["message"]
+    assert steps[1]["valid"] is False
+    # The steps around it, on the same loaded machine, raise no false alarm.
+    for quiet in (steps[0], steps[2]):
+        assert quiet["valid"] is True and not quiet.get("disturbances"), quiet
