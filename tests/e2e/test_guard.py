@@ -88,7 +88,7 @@ def test_field_note_tikv_lands_on_the_bench_node_mid_run_step_flagged_recommenda
     body = guarded_run("fieldnote", mariadb, fake_pd.url, slo={"latencyMs": 100})
     create_run(api, namespace, body)
     wait_step_running(api, namespace, "fieldnote", 1)
-    # The field note: a third TiKV is scheduled onto the benchmark node while the sweep runs.
+    # docs/field-story.md: a third TiKV is scheduled onto the benchmark node while the sweep runs.
     # A stand-in pod runs nothing, so a CPU hog on this (one) machine plays its work.
     core.create_namespaced_pod(
         namespace, standin_pod("basic-tikv-2", namespace, "basic", "tikv", "node1")
@@ -123,7 +123,7 @@ def test_field_note_tikv_lands_on_the_bench_node_mid_run_step_flagged_recommenda
     assert st["invalidSteps"] >= 1
     reasons = [e.reason for e in run_events(core, namespace, "fieldnote")]
     assert "StepDisturbed" in reasons
-    print("field note QPS by step:", [(s["threads"], s["qps"], s["valid"]) for s in st["steps"]])
+    print("field story QPS by step:", [(s["threads"], s["qps"], s["valid"]) for s in st["steps"]])
 
 
 def test_retry_measures_the_disturbed_step_again_after_the_pod_leaves_and_keeps_the_first(

@@ -121,7 +121,9 @@ class GuardLook(TolerantCamelModel):
     phases: dict[str, str] = Field(
         default_factory=dict, description="TidbCluster status phase per component (v1)."
     )
-    generation: int | None = Field(default=None, description="The cluster object's generation.")
+    spec_digest: str | None = Field(
+        default=None, description="A digest of the cluster object's spec."
+    )
     unsettled: list[str] = Field(
         default_factory=list, description="v2 groups in a rollout or scale, and Progressing."
     )

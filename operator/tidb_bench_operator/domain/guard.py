@@ -7,6 +7,8 @@ reasons for their bounds are in docs/guard.md.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -64,31 +66,37 @@ class _Pod:
         return f"{DISPLAY.get(self.component, self.component)} pod {name}{where}"
 
 
-def rollout_signals(view: ClusterView) -> tuple[dict[str, str], int | None, list[str]]:
-    """The operator's own word that it is changing the cluster: phases, generation, rollouts.
+def rollout_signals(view: ClusterView) -> tuple[dict[str, str], str | None, list[str]]:
+    """The operator's own word that it is changing the cluster: phases, spec, rollouts.
 
-    v1: `status.<component>.phase` (Normal, Upgrade, Scale, …) and `metadata.generation`
-    of the TidbCluster; v2: groups not settled and the Cluster's Progressing condition.
+    v1: `status.<component>.phase` (Normal, Upgrade, Scale, …); both: a digest of the
+    cluster object's spec (not `metadata.generation`: the TidbCluster CRD has no status
+    subresource, so every status write moves it); v2: groups not settled and the
+    Cluster's Progressing condition.
     """
     phases = {}
     for comp in DATABASE_COMPONENTS:
         phase = _get(view.source, "status", comp, "phase")
         if isinstance(phase, str) and phase:
             phases[comp] = phase
-    generation = _get(view.source, "metadata", "generation")
+    spec = _get(view.source, "spec")
+    digest = (
+        hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:12]
+        if isinstance(spec, Mapping)
+        else None
+    )
     unsettled = list(view.unsettled_groups())
     progressing = view.progressing
     if progressing is not None and progressing.status == "True":
         unsettled.append(f"Cluster Progressing=True ({progressing.reason})")
-    gen = generation if isinstance(generation, int) and not isinstance(generation, bool) else None
-    return phases, gen, unsettled
+    return phases, digest, unsettled
 
 
 def kube_disturbances(
     start: GuardLook,
     pods: Mapping[str, str],
     phases: Mapping[str, str],
-    generation: int | None,
+    spec_digest: str | None,
     unsettled: Sequence[str],
     *,
     cluster: str,
@@ -135,11 +143,12 @@ def kube_disturbances(
                 f"{DISPLAY.get(comp, comp)} phase {phase} (at the step's start: {was}): the "
                 "operator is changing the cluster",
             )
-    if generation is not None and start.generation is not None and generation != start.generation:
+    if spec_digest and start.spec_digest and spec_digest != start.spec_digest:
         add(
             "ClusterSpecChanged",
             cluster,
-            f"generation {start.generation} → {generation}: the cluster's spec was changed",
+            f"the cluster's spec changed during the step (digest {start.spec_digest} → "
+            f"{spec_digest}): the operator will roll it out",
         )
     for item in unsettled:
         if item not in start.unsettled:

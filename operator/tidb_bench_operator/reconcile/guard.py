@@ -53,7 +53,7 @@ def begin(ctx: RunContext, step: StepStatus) -> None:
     look = GuardLook(step=step_key(ctx, step), at=ctx.now)
     cluster = _cluster(ctx)
     if cluster is not None:
-        pods, phases, generation, unsettled = cluster
+        pods, phases, spec_digest, unsettled = cluster
         nodes = ctx.kube.nodes()
         placement = ctx.spec.placement
         tolerations = [
@@ -61,7 +61,7 @@ def begin(ctx: RunContext, step: StepStatus) -> None:
         ]
         look.pods = pods
         look.phases = phases
-        look.generation = generation
+        look.spec_digest = spec_digest
         look.unsettled = unsettled
         look.bench_nodes = eligible_bench_nodes(nodes, dict(placement.node_selector), tolerations)[
             0
@@ -72,7 +72,7 @@ def begin(ctx: RunContext, step: StepStatus) -> None:
 
 def _cluster(
     ctx: RunContext,
-) -> tuple[dict[str, str], dict[str, str], int | None, list[str]] | None:
+) -> tuple[dict[str, str], dict[str, str], str | None, list[str]] | None:
     """The cluster's pods and rollout signals now; None without a cluster or when unreadable."""
     ref, ep = ctx.spec.cluster, ctx.endpoint
     if ref is None or ep.cluster_name is None:
@@ -83,8 +83,8 @@ def _cluster(
     except TidbBenchError:
         return None  # gone or unreadable: the pods below would say little either
     pods = ctx.kube.pods(ep.cluster_namespace, database_pod_selector(view.kind, view.name))
-    phases, generation, unsettled = rollout_signals(view)
-    return pod_entries(view, pods), phases, generation, unsettled
+    phases, spec_digest, unsettled = rollout_signals(view)
+    return pod_entries(view, pods), phases, spec_digest, unsettled
 
 
 def watch(ctx: RunContext, step: StepStatus, client_pods: list[JSON]) -> bool:
@@ -98,10 +98,10 @@ def watch(ctx: RunContext, step: StepStatus, client_pods: list[JSON]) -> bool:
     found: list[Disturbance] = []
     cluster = _cluster(ctx)
     if cluster is not None:
-        pods, phases, generation, unsettled = cluster
+        pods, phases, spec_digest, unsettled = cluster
         name = ctx.endpoint.cluster_name or "cluster"
         found += kube_disturbances(
-            look, pods, phases, generation, unsettled, cluster=name, at=ctx.now
+            look, pods, phases, spec_digest, unsettled, cluster=name, at=ctx.now
         )
     found += client_disturbances(client_pods, at=ctx.now)
     found += _poll_pd(ctx, step, look)
