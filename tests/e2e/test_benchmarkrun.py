@@ -17,6 +17,7 @@ from testbed.runs import (
     GROUP,
     PLURAL,
     VERSION,
+    assert_quiet,
     create_run,
     example_manifest,
     get_run,
@@ -55,6 +56,7 @@ def test_an_example_run_goes_pending_running_succeeded_with_real_numbers_in_ever
     run = wait_run(api, namespace, name)
     status = run["status"]
     assert status["phase"] == "Succeeded", status
+    assert_quiet(run)
     phases = [e.reason for e in run_events(core, namespace, name)]
     seq = [p for p in phases if p in ("Pending", "Preflight", "Preparing", "Running", "Succeeded")]
     assert seq == ["Pending", "Preflight", "Preparing", "Running", "Succeeded"], phases
@@ -109,6 +111,7 @@ def test_a_two_client_step_runs_on_two_bench_nodes_and_combines_both_clients(
         core.delete_node("node4")
     step = run["status"]["steps"][0]
     assert run["status"]["phase"] == "Succeeded", run["status"]
+    assert_quiet(run)
     assert step["clients"] == 2
     pods = core.list_namespaced_pod(
         namespace, label_selector="tidbbench.io/run=two,tidbbench.io/role=step"
@@ -325,6 +328,7 @@ def test_the_read_write_example_runs_with_its_ignore_errors_and_extra_args(
     create_run(api, namespace, body)
     run = wait_run(api, namespace, body["metadata"]["name"], timeout=240)
     assert run["status"]["phase"] == "Succeeded", run["status"].get("message")
+    assert_quiet(run)  # its ignored errors stay under the guard's 1% of transactions
     for step in run["status"]["steps"]:
         # oltp_read_write: 14 reads, 4 writes and 2 others per transaction (the defaults of
         # https://github.com/akopytov/sysbench/blob/1.0.20/src/lua/oltp_common.lua).

@@ -20,7 +20,7 @@ from kubernetes.client.rest import ApiException
 
 from testbed.cluster import Testbed
 from testbed.kube import wait_for
-from testbed.runs import create_run, get_run, run_manifest, wait_run
+from testbed.runs import assert_quiet, create_run, get_run, run_manifest, wait_run
 
 pytestmark = pytest.mark.e2e
 
@@ -135,6 +135,7 @@ def test_the_metrics_endpoint_serves_a_finished_runs_numbers_and_forgets_a_delet
     create_run(api, ns, run_manifest("scraped", mariadb))
     run = wait_run(api, ns, "scraped", timeout=180)
     assert run["status"]["phase"] == "Succeeded"
+    assert_quiet(run)
 
     def with_run() -> dict[Any, float] | None:
         samples = scrape(port)
@@ -145,6 +146,8 @@ def test_the_metrics_endpoint_serves_a_finished_runs_numbers_and_forgets_a_delet
         labels = {"namespace": ns, "run": "scraped", "threads": str(step["threads"])}
         assert value(samples, "tidb_bench_step_qps", **labels) == step["qps"]
         assert value(samples, "tidb_bench_step_tps", **labels) == step["tps"]
+        assert value(samples, "tidb_bench_step_valid", **labels) == 1.0  # the guard's verdict
+        assert value(samples, "tidb_bench_step_disturbances", **labels) == 0.0
         latency = value(samples, "tidb_bench_step_latency_seconds", percentile="95", **labels)
         assert latency == pytest.approx(step["latencyMs"]["value"] / 1000)
         print(f"\n/metrics: threads {step['threads']}: qps {step['qps']} p95 {latency}s")

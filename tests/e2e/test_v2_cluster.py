@@ -22,7 +22,15 @@ from testbed.cluster import Testbed
 from testbed.deploy import kubectl
 from testbed.fake_pd import FakePD
 from testbed.kube import create_standin_cluster, pd_ctl_exec, wait_for
-from testbed.runs import BENCH_PLACEMENT, EXAMPLES, create_run, get_run, jobs_of, wait_run
+from testbed.runs import (
+    BENCH_PLACEMENT,
+    EXAMPLES,
+    assert_quiet,
+    create_run,
+    get_run,
+    jobs_of,
+    wait_run,
+)
 from testbed.v2cluster import (
     ZONE_KEY,
     StandinGroup,
@@ -96,6 +104,7 @@ def test_the_v2_example_run_succeeds_and_describe_shows_the_v2_provenance(
     run = wait_run(api, namespace, "v2-cluster-sweep", timeout=RUN_TIMEOUT)
     st = run["status"]
     assert st["phase"] == "Succeeded", st
+    assert_quiet(run)  # the guard read the v2 Cluster and its groups on every look
     # The groups have no schedule policies: a Warn naming each group with the patch.
     spread = checks_of(run)["topology-spread"]
     assert spread["status"] == "Warn", spread

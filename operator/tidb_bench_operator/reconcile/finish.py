@@ -26,9 +26,22 @@ def finish(ctx: RunContext) -> None:
         return
     results = [s.to_result() for s in st.steps if s.valid]
     valid = [r for r in results if r is not None]
-    st.summary = analysis.compute_status_summary(
-        valid, spec.workloads, spec.slo.latency_ms if spec.slo else None
-    )
+    slo = spec.slo.latency_ms if spec.slo else None
+    st.summary = analysis.compute_status_summary(valid, spec.workloads, slo)
+    invalid = [r for r in (s.to_result() for s in st.steps if s.valid is False) if r is not None]
+    if not valid and invalid:
+        # Every step was invalid: the peak is shown, said to be invalid, and nothing is
+        # recommended (docs/guard.md).
+        peak = analysis.compute_status_summary(invalid, spec.workloads, slo)
+        st.summary = peak.model_copy(
+            update={
+                "recommended_threads": None,
+                "recommended_qps": None,
+                "per_workload": [],
+                "headline": f"EVERY STEP INVALID (see the steps' disturbances and notes); "
+                f"nothing recommended. Invalid peak: {peak.headline}",
+            }
+        )
     env = st.environment or Environment()
     env.sysbench_version = next((r.sysbench_version for r in valid), env.sysbench_version)
     env.nodes = node_names(ctx.kube.pods(run.namespace, run_selector(run, role="step")))
