@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/tests
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: test deps venv k8s lint types contracts unit e2e bench bench-input fuzz soak testbed-up testbed-down demo clean crds
+.PHONY: test deps venv k8s lint types contracts unit e2e bench bench-input bench-guard fuzz soak testbed-up testbed-down demo clean crds
 
 test: deps venv k8s lint types contracts unit e2e
 
@@ -76,6 +76,11 @@ bench: venv bench-input
 
 bench-input: venv
 	$(BIN)/python bench/hostile_input.py
+
+# The guard's cost (needs `make testbed-up`): the same sweep with spec.guard Off and Flag in
+# ABBA order, QPS ratio and the controller's CPU side by side.
+bench-guard: venv
+	$(BIN)/python bench/guard_overhead.py
 
 # Coverage-guided fuzzing (atheris) of every parser of untrusted input, FUZZ_SECONDS per
 # target (default 600), seeded from tests/data/; crashes land in .fuzz/artifacts/.
