@@ -38,11 +38,27 @@ def _ts(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _terms(selector: str) -> list[str]:
+    """The selector's terms: split at commas outside `in (a,b)` sets."""
+    terms, depth, start = [], 0, 0
+    for i, ch in enumerate(selector):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            terms.append(selector[start:i])
+            start = i + 1
+    terms.append(selector[start:])
+    return [t.strip() for t in terms if t.strip()]
+
+
 def matches(labels: dict[str, str] | None, selector: str) -> bool:
-    """Equality-based label selector: `k=v,k2==v2,k3!=v3,k4` (what the reconciler sends)."""
+    """Label selector: `k=v,k2==v2,k3!=v3,k4,k5 in (a,b)` (what the reconciler sends)."""
     labels = labels or {}
-    for term in filter(None, (t.strip() for t in selector.split(","))):
-        if "!=" in term:
+    for term in _terms(selector):
+        if " in (" in term:
+            k, values = term.split(" in (", 1)
+            if labels.get(k.strip()) not in {v.strip() for v in values.rstrip(")").split(",")}:
+                return False
+        elif "!=" in term:
             k, v = term.split("!=", 1)
             if labels.get(k.strip()) == v.strip():
                 return False

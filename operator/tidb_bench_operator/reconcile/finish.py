@@ -29,10 +29,10 @@ def finish(ctx: RunContext) -> None:
     slo = spec.slo.latency_ms if spec.slo else None
     st.summary = analysis.compute_status_summary(valid, spec.workloads, slo)
     invalid = [r for r in (s.to_result() for s in st.steps if s.valid is False) if r is not None]
-    if not valid and invalid:
+    peak = analysis.compute_status_summary(invalid, spec.workloads, slo) if not valid else None
+    if peak is not None:
         # Every step was invalid: the peak is shown, said to be invalid, and nothing is
         # recommended (docs/guard.md).
-        peak = analysis.compute_status_summary(invalid, spec.workloads, slo)
         st.summary = peak.model_copy(
             update={
                 "recommended_threads": None,

@@ -25,6 +25,8 @@ METRICS: dict[str, str] = {
     "tidb_bench_step_tps": "gauge",
     "tidb_bench_step_latency_seconds": "gauge",
     "tidb_bench_step_errors_per_second": "gauge",
+    "tidb_bench_step_valid": "gauge",
+    "tidb_bench_step_disturbances": "gauge",
     "tidb_bench_run_peak_qps": "gauge",
     "tidb_bench_run_regressed": "gauge",
     "tidb_bench_runs_finished_total": "counter",
@@ -74,6 +76,7 @@ STEPS = [
         "qps": 50300.94,
         "tps": 50300.94,
         "errorsPerSec": 0.0,
+        "valid": True,
         "latencyMs": {"min": 0.27, "avg": 1.27, "max": 24.1, "percentile": 95, "value": 1.96},
         "qpsTrials": {
             "n": 3,
@@ -323,3 +326,29 @@ def test_a_steps_qps_interval_is_two_gauges_labelled_by_bound() -> None:
     }  # fmt: skip
     assert value(metrics, "tidb_bench_step_qps_interval", **labels, bound="low") == 48000.5
     assert value(metrics, "tidb_bench_step_qps_interval", **labels, bound="high") == 52199.5
+
+
+def test_an_invalid_step_is_marked_by_its_valid_and_disturbances_series() -> None:
+    metrics = Metrics()
+    disturbance = {"at": "2026-01-01T00:00:00Z", "source": "Kubernetes", "what": "PodOnBenchNode",
+                   "object": "basic-tikv-3", "message": "on node1"}  # fmt: skip
+    body = {
+        "metadata": {"namespace": NS, "name": "guarded", "uid": "u-guarded"},
+        "spec": {"cluster": {"name": "basic"}},
+        "status": {"phase": "Succeeded", "steps": [
+            {"workload": "oltp_point_select", "threads": 1, "qps": 100.0, "valid": True},
+            {"workload": "oltp_point_select", "threads": 2, "qps": 50.0, "valid": False,
+             "disturbances": [disturbance]},
+            {"workload": "oltp_point_select", "threads": 4, "qps": 300.0, "valid": True,
+             "trials": [{"round": 0, "valid": False, "disturbances": [disturbance, disturbance]}]},
+        ]},
+    }  # fmt: skip
+    metrics.observe_run(body)
+    got = samples(metrics)
+
+    def value(name: str, threads: str) -> float:
+        return next(v for (n, labels), v in got.items()
+                    if n == name and ("threads", threads) in labels)  # fmt: skip
+
+    assert [value("tidb_bench_step_valid", t) for t in ("1", "2", "4")] == [1.0, 0.0, 1.0]
+    assert [value("tidb_bench_step_disturbances", t) for t in ("1", "2", "4")] == [0.0, 1.0, 2.0]
