@@ -330,7 +330,7 @@ def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: l
     updated.notes = [*updated.notes, *series_notes, *series.notes]
     updated.finished_at = ctx.now
     st.steps[step.index] = updated
-    st.invalid_steps = sum(1 for s in st.steps if s.valid is False) or None
+    st.invalid_steps = sum(1 for s in st.steps if s.valid is False)
     save_results(ctx, updated.index, series, round_ if not again else _kept_round(updated))
     ctx.event("Normal", "StepSucceeded", _recorded_text(ctx, updated, combined.result, round_))
     if again:
