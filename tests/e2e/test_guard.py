@@ -261,13 +261,13 @@ def test_a_neighbour_load_during_one_step_is_a_stall_from_the_interval_series(
     create_run(api, namespace, body)
     wait_step_running(api, namespace, "neighbour", 1)
     time.sleep(1.5)  # into the measured part of step 2
-    # Another tenant's 64 connections hammer the same database for 3 s.
+    # Another tenant's 128 connections hammer the same database for 3 s.
     neighbour = subprocess.run(
         [
             "sysbench", "oltp_point_select", f"--mysql-host={mariadb['host']}",
             f"--mysql-port={mariadb['port']}", f"--mysql-user={mariadb['user']}",
             f"--mysql-password={mariadb['password']}", "--mysql-db=sbtest", "--tables=1",
-            "--table-size=1000", "--threads=64", "--time=3", "run",
+            "--table-size=1000", "--threads=128", "--time=3", "run",
         ],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip

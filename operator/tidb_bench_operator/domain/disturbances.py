@@ -60,7 +60,7 @@ class Guard(CamelModel):
         "all leaders; more is a disturbance.",
     )
     stall_fraction: float = Field(
-        default=0.2,
+        default=0.1,
         ge=0,
         le=1,
         description="An interval of a client's sysbench series whose QPS is below this "
