@@ -10,7 +10,7 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tidb_bench_operator import __version__
 from tidb_bench_operator.config import credentials_from_env, kubeconfig_from_env
@@ -74,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--format", choices=["table", "json"], default="table")
 
     report = sub.add_parser(
-        "report", help="a run as Markdown tables (stdout) and optionally an SVG chart"
+        "report",
+        help="a run as Markdown tables (stdout), and optionally an SVG chart or one HTML file",
     )
     report.add_argument(
         "run",
@@ -86,10 +87,29 @@ def build_parser() -> argparse.ArgumentParser:
         "-n", "--namespace", help="namespace of NAME (default: the kubeconfig context's)"
     )
     report.add_argument(
-        "--compare", metavar="RUN", help="another run (NAME or FILE): adds a delta table"
+        "--compare",
+        metavar="RUN|REFERENCE",
+        action="append",
+        default=[],
+        help="another run (NAME or FILE): a delta table and its curves overlaid; or a "
+        "BenchmarkReference file of published numbers (docs/reference-format.md), printed "
+        "with their source. Repeatable: one run and any number of reference files",
     )
     report.add_argument(
-        "--svg", metavar="OUT.svg", help="also write QPS and latency vs threads as SVG"
+        "--results",
+        metavar="CM.yaml",
+        help="the run's saved results ConfigMap, for the QPS-over-time charts of a saved "
+        "BenchmarkRun (a run read from the cluster fetches its own)",
+    )
+    report.add_argument(
+        "--svg",
+        metavar="OUT.svg",
+        help="also write the chart as SVG (render it to PNG with rsvg-convert)",
+    )
+    report.add_argument(
+        "--html",
+        metavar="OUT.html",
+        help="also write one self-contained HTML file: the chart and the tables",
     )
     return parser
 
@@ -202,8 +222,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_report_source(text: str, origin: str) -> tuple[str, dict[str, Any]]:
-    """(run name, status dict) from a saved BenchmarkRun or results ConfigMap (YAML or JSON).
+class ReportSource(NamedTuple):
+    """A run to report: its name, status, spec (None from a ConfigMap) and interval series."""
+
+    name: str
+    status: dict[str, Any]
+    spec: dict[str, Any] | None = None
+    series: dict[str, Any] | None = None
+
+
+def load_report_source(text: str, origin: str) -> ReportSource:
+    """The run in a saved BenchmarkRun or results ConfigMap (YAML or JSON).
 
     A results ConfigMap has no phase: it is Succeeded when every step succeeded, Failed when
     one failed, else Running (it is rewritten after every step). The document is read
@@ -258,14 +287,33 @@ def load_report_source(text: str, origin: str) -> tuple[str, dict[str, Any]]:
             or (labels.get(LABEL_RUN) if isinstance(labels, dict) else None)
             or meta.get("name", origin)
         )
-        return str(name), {"phase": phase, "steps": steps}
+        return ReportSource(str(name), {"phase": phase, "steps": steps}, None, _series(doc))
     if doc.get("kind") not in (None, "BenchmarkRun") or not isinstance(doc.get("status"), dict):
         raise TidbBenchError(
             f"{origin}: a {doc.get('kind') or 'document'} without a BenchmarkRun status; save "
             "the run with kubectl get benchmarkrun NAME -o yaml"
         )
     _refuse_non_finite(doc["status"], f"{origin}: status")
-    return str(meta.get("name") or origin), dict(doc["status"])
+    spec = doc.get("spec")
+    return ReportSource(
+        str(meta.get("name") or origin),
+        dict(doc["status"]),
+        dict(spec) if isinstance(spec, dict) else None,
+    )
+
+
+def _series(configmap: dict[str, Any]) -> dict[str, Any] | None:
+    """series.json of a results ConfigMap, read strictly; None when absent or unreadable
+    (the QPS-over-time charts are left out, the rest of the report stands)."""
+    from tidb_bench_operator.domain.untrusted import loads
+
+    data = configmap.get("data")
+    raw = data.get("series.json") if isinstance(data, dict) else None
+    try:
+        series = loads(raw, "data.series.json") if isinstance(raw, str) else None
+    except (ValueError, TidbBenchError):
+        return None
+    return series if isinstance(series, dict) else None
 
 
 _NON_FINITE_WORDS = frozenset({"nan", "inf", "infinity"})
@@ -292,7 +340,7 @@ _RUN_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _FILE_SUFFIXES = (".yaml", ".yml", ".json", ".txt")
 
 
-def _report_source(ref: str, namespace: str | None) -> tuple[str, dict[str, Any]]:
+def _report_source(ref: str, namespace: str | None) -> ReportSource:
     """A run from a file (or stdin) when `ref` is one, else from the cluster by name."""
     path = Path(ref)
     if ref == "-" or path.is_file():
@@ -324,25 +372,89 @@ def _report_source(ref: str, namespace: str | None) -> tuple[str, dict[str, Any]
             f"{ref}: no such file, and no BenchmarkRun {ref!r} in namespace {ns!r} "
             "(kubectl get benchmarkruns -A lists them; --namespace picks one)"
         )
-    return ref, dict(run.get("status") or {"phase": "Pending"})
+    status = dict(run.get("status") or {"phase": "Pending"})
+    series = None
+    results = status.get("resultsConfigMap")
+    if isinstance(results, str) and results:
+        try:
+            data = Kube(load_api_client(kubeconfig)).configmap_data(ns, results)
+        except KubeError:
+            data = None  # the charts of QPS over time are left out; the rest stands
+        series = _series({"data": data}) if data else None
+    spec = run.get("spec")
+    return ReportSource(ref, status, dict(spec) if isinstance(spec, dict) else None, series)
+
+
+def _compare_sources(
+    refs: Sequence[str], namespace: str | None
+) -> tuple[ReportSource | None, list[Any]]:
+    """--compare values: at most one run, any number of reference files."""
+    from tidb_bench_operator.domain.reference import is_reference, parse_reference
+
+    runs: list[ReportSource] = []
+    references: list[Any] = []
+    for ref in refs:
+        if ref == "-" or Path(ref).is_file():
+            from tidb_bench_operator.adapters.documents import load_yaml
+
+            text = _read(ref)
+            doc = load_yaml(text, ref)
+            if is_reference(doc):
+                references.extend(parse_reference(doc, ref).references)
+                continue
+            runs.append(load_report_source(text, ref))
+        else:
+            runs.append(_report_source(ref, namespace))
+    if len(runs) > 1:
+        raise TidbBenchError(
+            f"--compare names {len(runs)} runs ({', '.join(r.name for r in runs)}); compare "
+            "with one run at a time (reference files may be added)"
+        )
+    return (runs[0] if runs else None), references
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """`tidb-bench report NAME|FILE`: Markdown on stdout, the chart with --svg."""
-    from tidb_bench_operator.domain.report import render_markdown, render_svg
+    """`tidb-bench report NAME|FILE`: Markdown on stdout, the chart with --svg, all of it
+    in one file with --html."""
+    from tidb_bench_operator.domain.report import render_html, render_markdown, render_svg
 
-    name, status = _report_source(args.run, args.namespace)
-    compare = _report_source(args.compare, args.namespace) if args.compare else None
+    source = _report_source(args.run, args.namespace)
+    other, references = _compare_sources(args.compare, args.namespace)
+    series = source.series
+    if args.results:
+        series = load_report_source(_read(args.results), args.results).series
+        if series is None:
+            raise TidbBenchError(
+                f"{args.results}: no series.json in it; save the ConfigMap named in the "
+                "run's status.resultsConfigMap (kubectl get configmap NAME -o yaml)"
+            )
+    compare = (other.name, other.status) if other is not None else None
+    options: dict[str, Any] = {"spec": source.spec, "references": references}
+    target = ""
     try:
-        print(render_markdown(name, status, compare))
+        print(render_markdown(source.name, source.status, compare, **options))
         if args.svg:
-            Path(args.svg).write_text(render_svg(status, f"BenchmarkRun {name}"), encoding="utf-8")
+            target = args.svg
+            chart = render_svg(
+                source.status,
+                f"BenchmarkRun {source.name}",
+                compare=compare,
+                series=series,
+                **options,
+            )
+            Path(args.svg).write_text(chart, encoding="utf-8")
+        if args.html:
+            target = args.html
+            page = render_html(source.name, source.status, compare, series=series, **options)
+            Path(args.html).write_text(page, encoding="utf-8")
     except ValueError as exc:  # pydantic: a status this version cannot read
         raise TidbBenchError(
             f"{args.run}: not a BenchmarkRun status this version reads: {exc}"
         ) from None
     except OSError as exc:
-        raise TidbBenchError(f"cannot write {args.svg}: {exc.strerror}") from exc
+        raise TidbBenchError(f"cannot write {target}: {exc.strerror}") from exc
+    if args.html:
+        print(f"tidb-bench report: wrote {args.html}", file=sys.stderr)
     return 0
 
 
