@@ -182,8 +182,10 @@ def progress_line(name: str, status: dict[str, Any]) -> str:
         step = steps[current]
         line += (
             f", step {current + 1}/{len(steps)}: {step.get('workload')} at "
-            f"{step.get('threads')} threads ({step.get('phase', 'Pending')})"
+            f"{step.get('threads')} threads"
         )
+        if step.get("phase", "Pending") != "Running":
+            line += f" ({step.get('phase', 'Pending')})"
     done = [s for s in steps if s.get("qps") is not None]
     if done:
         last = done[-1]

@@ -120,7 +120,7 @@ def _verdicts(
                 peak_latency_ms=item.peak_latency_ms,
                 recommended_threads=item.recommended_threads,
                 recommended_qps=item.recommended_qps,
-                saturation_threads=item.saturation_threads,
+                saturation_threads=_knee_only(item.saturation_threads, status, item.workload),
                 slo_known=True,
             )
     results: list[StepResult] = []
@@ -142,6 +142,20 @@ def _verdicts(
             slo_known=slo is not None,
         )
     return verdicts
+
+
+def _knee_only(threads: int | None, status: BenchmarkRunStatus, workload: str) -> int | None:
+    """The summary's saturation point when it is a knee. The controller falls back to the
+    peak when QPS never stopped rising; at the sweep's last valid step nothing came after
+    it, so it is that fallback, not a knee ("not reached")."""
+    measured = [
+        s.threads
+        for s in status.steps
+        if s.workload == workload and s.qps is not None and s.valid is not False
+    ]
+    if threads is None or not measured or threads >= max(measured):
+        return None
+    return threads
 
 
 def _summary_lines(
@@ -287,9 +301,12 @@ def run_context(run: BenchmarkRunStatus, spec: Mapping[str, Any] | None) -> Cont
         if clients:
             how.append(f"{clients} client{'s' if clients > 1 else ''}")
         return Context(what, how)
-    tables = _get(spec, "dataset", "tables") or 1
-    size = _get(spec, "dataset", "tableSize") or 10000
-    how.append(f"dataset {tables} table{'s' if tables != 1 else ''} × {size:,} rows")
+    if isinstance(_get(spec, "dataset"), Mapping):
+        tables = _get(spec, "dataset", "tables") or 1
+        size = _get(spec, "dataset", "tableSize") or 10000
+        how.append(f"dataset {tables} table{'s' if tables != 1 else ''} × {size:,} rows")
+    else:
+        how.append("dataset not recorded")
     clients = _get(spec, "clients") or 1
     how.append(f"{clients} client pod{'s' if clients != 1 else ''}, threads per client")
     duration, warmup = _get(spec, "durationSeconds"), _get(spec, "warmupSeconds")
@@ -1000,11 +1017,13 @@ def _multiples(
         if step.qps is not None:
             y = y_at(step.qps)
             out.append(svg.line(x0, y, x1, y, "#999999", stroke_dasharray="3 3"))
-        coords = " ".join(
-            f"{svg.num(x_at(t))},{svg.num(y_at(q))}"
-            for t, q in [(0.0, points[0][1]), *points]
-            if True
-        )
+        # Each interval line is the rate over the interval that ends at t: drawn as a step.
+        steps_xy: list[tuple[float, float]] = []
+        start = 0.0
+        for t, q in points:
+            steps_xy += [(start, q), (t, q)]
+            start = t
+        coords = " ".join(f"{svg.num(x_at(t))},{svg.num(y_at(q))}" for t, q in steps_xy)
         out.append(
             f'<polyline class="interval-qps" points="{coords}" fill="none" '
             f'stroke="{QPS_COLOUR}" stroke-width="1.5"/>'
@@ -1014,7 +1033,7 @@ def _multiples(
     out.append(
         svg.text(
             PLOT_LEFT - 60,
-            top + 34 + rows * CELL_HEIGHT - 6,
+            top + 34 + rows * CELL_HEIGHT + 4,
             "dashed: the step's reported QPS (its whole-run average); "
             "a dip is a stall, a slow start is warm-up",
             font_size="11",
@@ -1022,14 +1041,15 @@ def _multiples(
         )
     )
     out.append("</g>")
-    return out, 34 + rows * CELL_HEIGHT + 10
+    return out, 34 + rows * CELL_HEIGHT + 20
 
 
 # --------------------------------------------------------------------------- the whole chart
 
 
-def _footnotes(refs: Sequence[Reference], top: float) -> tuple[list[str], float]:
-    if not refs:
+def _footnotes(refs: Sequence[Reference], drawn: set[str], top: float) -> tuple[list[str], float]:
+    """The drawn references (numbered as in the Markdown tables) with conditions and source."""
+    if not drawn:
         return [], 0.0
     out = [
         '<g class="references">',
@@ -1043,6 +1063,8 @@ def _footnotes(refs: Sequence[Reference], top: float) -> tuple[list[str], float]
     ]
     y = top + 34
     for i, ref in enumerate(refs):
+        if f"R{i + 1}" not in drawn:
+            continue
         first = True
         for piece in svg.wrap(f"R{i + 1} {ref.name}. {ref.conditions} Source: {ref.source}", 110):
             out.append(svg.text(PLOT_LEFT - 60 + (0 if first else 24), y, piece, font_size="11"))
@@ -1050,6 +1072,20 @@ def _footnotes(refs: Sequence[Reference], top: float) -> tuple[list[str], float]
             first = False
     out.append("</g>")
     return out, y - top + 6
+
+
+def _header_lines(context: Context, width: int = 108) -> list[str]:
+    """The context facts joined with ' · ', wrapped between facts to fit the chart."""
+    lines: list[str] = []
+    current = ""
+    for fact in [*context.what, *context.how]:
+        joined = f"{current} · {fact}" if current else fact
+        if current and len(joined) > width:
+            lines.append(current)
+            current = fact
+        else:
+            current = joined
+    return [*lines, current]
 
 
 def render_svg(
@@ -1077,10 +1113,12 @@ def render_svg(
     context = run_context(run, spec)
     body: list[str] = [
         svg.text(WIDTH / 2, 28, title, text_anchor="middle", font_size="17", font_weight="bold"),
-        svg.text(WIDTH / 2, 50, " · ".join(context.what), text_anchor="middle", fill="#333333"),
-        svg.text(WIDTH / 2, 68, " · ".join(context.how), text_anchor="middle", fill="#333333"),
     ]
-    y = float(HEADER_HEIGHT)
+    y = 50.0
+    for line in _header_lines(context):
+        body.append(svg.text(WIDTH / 2, y, line, text_anchor="middle", fill="#333333"))
+        y += 18
+    y += HEADER_HEIGHT - 86
     if not groups:
         body.append(svg.text(WIDTH / 2, y + 40, "no finished steps", text_anchor="middle"))
         y += 80
@@ -1101,7 +1139,8 @@ def render_svg(
             cells, height = _multiples(workload, steps, series, y)
             body += cells
             y += height
-    notes, height = _footnotes(references, y)
+    labels = {r.label for r in ref_rows if r.row.workload in groups}
+    notes, height = _footnotes(references, labels, y)
     body += notes
     y += height
     total = int(y + 10)

@@ -596,3 +596,13 @@ def test_markdown_to_html_keeps_escaped_pipes_and_bold() -> None:
     assert '<td class="right">x | y</td>' in out
     assert "<strong>z</strong>" in out
     assert "<li>one</li>" in out
+
+
+def test_a_saturation_point_at_the_last_step_is_the_peak_fallback_not_a_knee() -> None:
+    per = {"workload": "oltp_read_write", "peakQps": 22801.0, "peakThreads": 256,
+           "saturationThreads": 256, "recommendedThreads": 64, "recommendedQps": 17286.0}  # fmt: skip
+    md = render_markdown("r", status(READ_WRITE, summary={"perWorkload": [per]}))
+    assert "- Saturation: not reached up to 256 threads." in md
+    knee = {**per, "saturationThreads": 128}
+    md = render_markdown("r", status(READ_WRITE, summary={"perWorkload": [knee]}))
+    assert "- Saturation: 128 threads" in md
