@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from testbed import prometheus
 from testbed.cluster import Testbed
@@ -144,7 +145,20 @@ def run_ns(
         },
     )
     yield ns
+    # Deleted while the pod still runs, so kopf takes its finalizers off the runs (the
+    # namespace would stay Terminating otherwise).
     delete_namespace(testbed, ns)
+    wait_for(lambda: not _namespace_exists(core, ns), 90, f"namespace {ns} gone")
+
+
+def _namespace_exists(core: client.CoreV1Api, name: str) -> bool:
+    try:
+        core.read_namespace(name)
+        return True
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
 
 
 def test_the_pod_logs_in_in_cluster_gets_ready_and_a_hung_controller_is_restarted_by_liveness(
@@ -225,7 +239,7 @@ def test_the_pod_logs_in_in_cluster_gets_ready_and_a_hung_controller_is_restarte
     reasons = {(e.reason, e.message.split(":")[0]) for e in events}
     assert ("Unhealthy", "Liveness probe failed") in reasons, reasons
     assert any(e.reason == "Killing" and "liveness" in e.message for e in events)
-    assert controller_pid("pod-*") not in (None, pid)  # a new process
+    wait_for(lambda: controller_pid("pod-*") not in (None, pid), 30, "a new controller process")
 
     run = wait_run(api, run_ns, name, timeout=RUN_TIMEOUT)
     assert run["status"]["phase"] == "Succeeded", run["status"]
@@ -236,12 +250,28 @@ def test_the_pod_logs_in_in_cluster_gets_ready_and_a_hung_controller_is_restarte
 
 
 def dashboard_queries() -> list[tuple[str, str]]:
+    """(title, PromQL) of every panel target, and the series selector of every template
+    variable's label_values(SELECTOR, LABEL) with `LABEL!=""` added (its values exist)."""
     doc = json.loads(DASHBOARD.read_text())
-    return [
+    queries = [
         (panel["title"], target["expr"])
         for panel in doc["panels"]
         for target in panel.get("targets", [])
     ]
+    for var in doc["templating"]["list"]:
+        if var.get("type") != "query":
+            continue
+        match = re.fullmatch(r"label_values\((.+), *(\w+)\)", var["definition"])
+        assert match, var["definition"]
+        selector, label = match.groups()
+        matcher = f'{label}!=""'
+        query = (
+            f"{selector[:-1]}, {matcher}}}"
+            if selector.endswith("}")
+            else f"{selector}{{{matcher}}}"
+        )
+        queries.append((f"variable ${var['name']}", query))
+    return queries
 
 
 def test_prometheus_scrapes_the_pod_every_dashboard_query_has_data_and_alerts_fire(

@@ -227,13 +227,16 @@ def write_report(tb: Testbed, name: str) -> Path:
     """`tidb-bench report NAME --html` into the test bed's state dir; returns the path."""
     out = tb.state / "reports" / f"{name}.html"
     out.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
+    done = subprocess.run(
         [str(Path(sys.executable).parent / "tidb-bench"), "report", name, "--namespace", NS,
          "--html", str(out)],
         env={**os.environ, "KUBECONFIG": str(tb.kubeconfig)},
-        stdout=subprocess.DEVNULL,
-        check=True,
+        capture_output=True,
+        text=True,
+        check=False,
     )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"tidb-bench report {name} failed: {done.stderr.strip()}")
     return out
 
 
