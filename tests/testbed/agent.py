@@ -709,6 +709,7 @@ class Prober:
                         code = int(r.status)
                 except urllib.error.HTTPError as exc:
                     code = int(exc.code)
+                    exc.close()
                 ok = 200 <= code < 400
                 return ok, f"HTTP probe failed with statuscode: {code}" if not ok else ""
             if self.probe.tcp_socket is not None:
