@@ -310,11 +310,13 @@ def test_prometheus_scrapes_the_pod_every_dashboard_query_has_data_and_alerts_fi
     )
     assert up[0]["metric"]["namespace"] == SYSTEM_NS
     example = "point-select-sweep"
-    wait_for(
+    series = wait_for(
         lambda: prometheus.query(url, f'tidb_bench_step_qps{{run="{example}"}}'),
         30,
         "the example run's QPS in Prometheus",
     )
+    # The run's own namespace, not the scraped Service's (the ServiceMonitor honours labels).
+    assert {s["metric"]["namespace"] for s in series} == {run_ns}
 
     def schedule_succeeded() -> bool:
         return bool(

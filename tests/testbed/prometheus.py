@@ -39,6 +39,7 @@ def scrape_config(pod_ip: str, pod_name: str, metrics_port: int) -> dict[str, An
     return {
         "job_name": service["metadata"]["name"],
         "metrics_path": endpoint["path"],
+        "honor_labels": bool(endpoint.get("honorLabels", False)),
         "scrape_interval": SCRAPE_INTERVAL,
         "scrape_timeout": "1s",
         "static_configs": [
