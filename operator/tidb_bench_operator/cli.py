@@ -416,7 +416,9 @@ def _compare_sources(
 def cmd_report(args: argparse.Namespace) -> int:
     """`tidb-bench report NAME|FILE`: Markdown on stdout, the chart with --svg, all of it
     in one file with --html."""
-    from tidb_bench_operator.domain.report import render_html, render_markdown, render_svg
+    from tidb_bench_operator.domain.report import render_markdown
+    from tidb_bench_operator.domain.report_chart import render_svg
+    from tidb_bench_operator.domain.report_html import render_html
 
     source = _report_source(args.run, args.namespace)
     other, references = _compare_sources(args.compare, args.namespace)

@@ -10,12 +10,9 @@ import pytest
 
 from tidb_bench_operator.domain.models import BenchmarkRunStatus
 from tidb_bench_operator.domain.reference import Reference, parse_reference
-from tidb_bench_operator.domain.report import (
-    markdown_to_html,
-    render_html,
-    render_markdown,
-    render_svg,
-)
+from tidb_bench_operator.domain.report import render_markdown
+from tidb_bench_operator.domain.report_chart import render_svg
+from tidb_bench_operator.domain.report_html import markdown_to_html, render_html
 from tidb_bench_operator.errors import TidbBenchError
 
 SVG = "{http://www.w3.org/2000/svg}"
