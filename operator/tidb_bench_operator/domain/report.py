@@ -18,7 +18,7 @@ from tidb_bench_operator.domain.analysis import compute_summary
 from tidb_bench_operator.domain.models import BenchmarkRunStatus, StepStatus
 
 # spec[k1][k2]... or None: a saved spec is read leniently (any version's fields).
-from tidb_bench_operator.domain.preflight import _get
+from tidb_bench_operator.domain.preflight.placement import _get
 from tidb_bench_operator.domain.reference import Reference, ReferenceResult
 from tidb_bench_operator.domain.results import StepResult
 
