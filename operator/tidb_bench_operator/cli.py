@@ -15,8 +15,10 @@ from tidb_bench_operator import __version__
 from tidb_bench_operator.config import credentials_from_env
 from tidb_bench_operator.errors import TidbBenchError
 from tidb_bench_operator.report_source import (
+    ScheduleSource,
     compare_sources,
     find_report_source,
+    find_schedule_source,
     load_report_source,
     read_input,
 )
@@ -87,7 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME|FILE",
         help="a BenchmarkRun in the cluster (KUBECONFIG), or a saved BenchmarkRun "
         "(kubectl get -o yaml/json) or its results ConfigMaps (kubectl get configmaps -l "
-        "tidbbench.io/run=NAME -o yaml); - reads stdin",
+        "tidbbench.io/run=NAME -o yaml); - reads stdin. schedule/NAME or a saved "
+        "BenchmarkSchedule: the schedule's history, change points and a trend chart per step",
     )
     report.add_argument(
         "-n", "--namespace", help="namespace of NAME (default: the kubeconfig context's)"
@@ -228,6 +231,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     from tidb_bench_operator.domain.report_chart import render_svg
     from tidb_bench_operator.domain.report_html import render_html
 
+    schedule = find_schedule_source(args.run, args.namespace)
+    if schedule is not None:
+        return _report_schedule(args, schedule)
     source = find_report_source(args.run, args.namespace)
     other, references = compare_sources(args.compare, args.namespace)
     series = source.series
@@ -263,6 +269,46 @@ def cmd_report(args: argparse.Namespace) -> int:
         ) from None
     except OSError as exc:
         raise TidbBenchError(f"cannot write {target}: {exc.strerror}") from exc
+    if args.html:
+        print(f"tidb-bench report: wrote {args.html}", file=sys.stderr)
+    return 0
+
+
+def _report_schedule(args: argparse.Namespace, schedule: ScheduleSource) -> int:
+    """A BenchmarkSchedule's trend: history table, change points, a chart per step."""
+    from tidb_bench_operator.domain.report_html import html_page
+    from tidb_bench_operator.domain.report_trend import (
+        render_schedule_markdown,
+        render_schedule_svg,
+        schedule_status,
+    )
+
+    if args.compare or args.results:
+        raise TidbBenchError(
+            f"{args.run}: --compare and --results are for runs; a schedule's report is its "
+            "own history"
+        )
+    try:
+        status = schedule_status(schedule.status)
+    except ValueError as exc:  # pydantic: a status this version cannot read
+        raise TidbBenchError(
+            f"{args.run}: not a BenchmarkSchedule status this version reads: {exc}"
+        ) from None
+    markdown = render_schedule_markdown(schedule.name, status)
+    print(markdown)
+    chart = render_schedule_svg(schedule.name, status)
+    for target, text in ((args.svg, chart), (args.html, None)):
+        if not target:
+            continue
+        page = (
+            text
+            if text is not None
+            else html_page(f"BenchmarkSchedule {schedule.name}", chart, markdown)
+        )
+        try:
+            Path(target).write_text(page, encoding="utf-8")
+        except OSError as exc:
+            raise TidbBenchError(f"cannot write {target}: {exc.strerror}") from exc
     if args.html:
         print(f"tidb-bench report: wrote {args.html}", file=sys.stderr)
     return 0

@@ -229,3 +229,65 @@ def compare_sources(
             "with one run at a time (reference files may be added)"
         )
     return (runs[0] if runs else None), references
+
+
+#: `tidb-bench report schedule/NAME` reports a BenchmarkSchedule (kubectl's TYPE/NAME form).
+SCHEDULE_PREFIXES = ("schedule/", "benchmarkschedule/", "benchmarkschedules/")
+
+
+class ScheduleSource(NamedTuple):
+    """A schedule to report: its name and status."""
+
+    name: str
+    status: dict[str, Any]
+
+
+def find_schedule_source(ref: str, namespace: str | None) -> ScheduleSource | None:
+    """The BenchmarkSchedule `ref` names: `schedule/NAME` in the cluster, or a saved
+    BenchmarkSchedule file; None when `ref` is a run (or its results)."""
+    for prefix in SCHEDULE_PREFIXES:
+        if ref.lower().startswith(prefix):
+            return _schedule_from_cluster(ref[len(prefix) :], namespace)
+    if ref == "-" or not Path(ref).is_file():
+        return None
+    from tidb_bench_operator.adapters.documents import load_yaml
+
+    doc = load_yaml(read_input(ref), ref)
+    if not isinstance(doc, dict) or doc.get("kind") != "BenchmarkSchedule":
+        return None
+    meta, status = doc.get("metadata"), doc.get("status")
+    if not isinstance(status, dict):
+        raise TidbBenchError(
+            f"{ref}: a BenchmarkSchedule without a status; save it from the cluster "
+            "(kubectl get benchmarkschedule NAME -o yaml)"
+        )
+    _refuse_non_finite(status, f"{ref}: status")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return ScheduleSource(str(name or ref), status)
+
+
+def _schedule_from_cluster(name: str, namespace: str | None) -> ScheduleSource:
+    from tidb_bench_operator.adapters.k8s import Kube, KubeError, context_namespace, load_api_client
+
+    if not _RUN_NAME.fullmatch(name):
+        raise TidbBenchError(
+            f"schedule/{name}: not a BenchmarkSchedule name (lower-case letters, digits, "
+            "'-' and '.')"
+        )
+    kubeconfig = kubeconfig_from_env()
+    ns = namespace or context_namespace(kubeconfig)
+    try:
+        schedule = Kube(load_api_client(kubeconfig)).benchmark_schedule(ns, name)
+    except KubeError as exc:
+        raise TidbBenchError(str(exc)) from None
+    except Exception as exc:  # the kubernetes client's config errors have no common base
+        raise TidbBenchError(
+            f"schedule/{name}: no cluster to read it from ({type(exc).__name__}: {exc}); "
+            "set KUBECONFIG, or give a saved BenchmarkSchedule file"
+        ) from None
+    if schedule is None:
+        raise TidbBenchError(
+            f"schedule/{name}: no BenchmarkSchedule {name!r} in namespace {ns!r} "
+            "(kubectl get benchmarkschedules -A lists them; --namespace picks one)"
+        )
+    return ScheduleSource(name, dict(schedule.get("status") or {}))

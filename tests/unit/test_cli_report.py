@@ -236,3 +236,35 @@ def test_results_configmap_adds_qps_over_time_to_a_saved_run(tmp_path: Path) -> 
     assert svg.read_text().count('class="interval-qps"') == 1
     (tmp_path / "empty.yaml").write_text(yaml.safe_dump({**cm, "data": {"steps.json": "[]"}}))
     assert main([*args, "--results", str(tmp_path / "empty.yaml")]) == 1
+
+
+def test_a_saved_schedule_reports_its_history_and_trend_and_refuses_run_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    history = [
+        {"name": f"nightly-{i}", "outcome": "Succeeded", "peakQps": qps, "steps": [
+            {"workload": "oltp_point_select", "threads": 2, "qps": qps, "trials": [qps]}]}
+        for i, qps in enumerate([40_000.0, 41_000.0, 30_000.0], start=1)
+    ]  # fmt: skip
+    saved = {
+        "apiVersion": "tidbbench.io/v1alpha1",
+        "kind": "BenchmarkSchedule",
+        "metadata": {"name": "nightly"},
+        "status": {"history": history, "verdict": "Regressed", "lastSuccessfulRun": "nightly-3"},
+    }
+    path = tmp_path / "schedule.yaml"
+    path.write_text(yaml.safe_dump(saved))
+    svg, page = tmp_path / "trend.svg", tmp_path / "trend.html"
+    assert main(["report", str(path), "--svg", str(svg), "--html", str(page)]) == 0
+    out = capsys.readouterr().out
+    assert "# BenchmarkSchedule nightly" in out and "| 3 | nightly-3 |" in out
+    assert svg.read_text().count('class="trend"') == 1
+    assert "<svg" in page.read_text() and "<table>" in page.read_text()
+    assert main(["report", str(path), "--compare", str(path)]) == 1
+    assert "--compare and --results are for runs" in capsys.readouterr().err
+    assert main(["report", "schedule/Not_A_Name"]) == 1
+    assert "not a BenchmarkSchedule name" in capsys.readouterr().err
+    del saved["status"]
+    path.write_text(yaml.safe_dump(saved))
+    assert main(["report", str(path)]) == 1
+    assert "a BenchmarkSchedule without a status" in capsys.readouterr().err

@@ -247,6 +247,15 @@ class Kube:
             ),
         )  # fmt: skip
 
+    def benchmark_schedule(self, namespace: str, name: str) -> JSON | None:
+        """One BenchmarkSchedule, or None when it does not exist."""
+        return self._read(
+            "BenchmarkSchedule", namespace, name,
+            lambda **kw: self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, "benchmarkschedules", name, **kw
+            ),
+        )  # fmt: skip
+
     def create_benchmark_run(self, body: JSON) -> tuple[JSON, bool]:
         """Create a BenchmarkRun; (the object, True) or, if the name exists, (that one, False)."""
         ns, name = body["metadata"]["namespace"], body["metadata"]["name"]

@@ -20,6 +20,8 @@ from tidb_bench_operator.domain.models import BenchmarkRunStatus, StepStatus
 # spec[k1][k2]... or None: a saved spec is read leniently (any version's fields).
 from tidb_bench_operator.domain.preflight.placement import _get
 from tidb_bench_operator.domain.reference import Reference, ReferenceResult
+from tidb_bench_operator.domain.report_stats import has_trials, regression_lines, trial_cells
+from tidb_bench_operator.domain.report_stats import rate as _rate
 from tidb_bench_operator.domain.results import StepResult
 
 #: Percentile assumed when no step of a workload reports one (spec.percentile's default).
@@ -57,13 +59,6 @@ def _latency(step: StepStatus) -> float | None:
 
 
 # --------------------------------------------------------------------------- number formats
-
-
-def _rate(value: float | None) -> str:
-    """QPS/TPS as people write them (docs/field-story.md): thousands separators, decimals < 100."""
-    if value is None:
-        return "—"
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}"
 
 
 def _ms(value: float | None) -> str:
@@ -210,14 +205,28 @@ def _step_notes(step: StepStatus, verdict: _Verdict | None) -> str:
 
 
 def _workload_table(steps: Sequence[StepStatus], verdict: _Verdict | None, label: str) -> list[str]:
+    """One row per step; with repeated trials QPS is their median, with its 95% interval
+    and CV beside it."""
+    trials = has_trials(steps)
+    head, rule = (
+        ("QPS (median) | QPS 95% interval | CV |", "--: | :--: | --: |")
+        if trials
+        else (
+            "QPS |",
+            "--: |",
+        )
+    )
     lines = [
-        f"| threads | QPS | TPS | {label} (ms) | errors/s | notes |",
-        "| ------: | --: | --: | ---: | ---: | :--- |",
+        f"| threads | {head} TPS | {label} (ms) | errors/s | notes |",
+        f"| ------: | {rule} --: | ---: | ---: | :--- |",
     ]
     for step in steps:
         errors = "—" if step.errors_per_sec is None else f"{step.errors_per_sec:,.2f}"
+        qps = _rate(step.qps)
+        if trials:
+            qps += " | " + " | ".join(trial_cells(step))
         lines.append(
-            f"| {step.threads} | {_rate(step.qps)} | {_rate(step.tps)} | "
+            f"| {step.threads} | {qps} | {_rate(step.tps)} | "
             f"{_ms(_latency(step))} | {errors} | {_step_notes(step, verdict)} |"
         )
     return lines
@@ -446,6 +455,7 @@ def render_markdown(
         lines += [f"## {workload}", ""]
         lines += _workload_table(steps, verdict, label)
         lines += ["", *_summary_lines(verdict, label, steps, spec), ""]
+    lines += regression_lines(run)
     if compare is not None:
         other_name, other_status = compare
         lines += _compare_table(run_name, run, other_name, _as_status(other_status))

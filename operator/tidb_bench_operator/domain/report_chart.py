@@ -18,7 +18,6 @@ from tidb_bench_operator.domain.report import (
     _as_status,
     _by_workload,
     _latency,
-    _rate,
     _ref_rows,
     _slo,
     _verdicts,
@@ -29,13 +28,14 @@ from tidb_bench_operator.domain.report_panel import (
     HEADER_HEIGHT,
     PLOT_LEFT,
     QPS_COLOUR,
-    REF_COLOUR,
     WIDTH,
     _is_failed,
     _panel,
     _panel_height,
     _PanelInput,
 )
+from tidb_bench_operator.domain.report_references import REF_COLOUR
+from tidb_bench_operator.domain.report_stats import rate as _rate
 
 # --------------------------------------------------------------------------- QPS over time
 

@@ -110,7 +110,12 @@ def render_html(
         references=references,
         series=series,
     )
-    title = html.escape(f"BenchmarkRun {run_name}")
+    return html_page(f"BenchmarkRun {run_name}", chart, markdown)
+
+
+def html_page(title: str, chart: str, markdown: str) -> str:
+    """One self-contained HTML page: the SVG chart inline, then the Markdown as HTML."""
+    title = html.escape(title)
     return (
         "<!DOCTYPE html>\n"
         f'<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{title}</title>\n'

@@ -4,8 +4,7 @@ compared run and published numbers (domain/report_chart.py puts the panels toget
 
 from __future__ import annotations
 
-import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from xml.sax.saxutils import quoteattr
@@ -13,14 +12,20 @@ from xml.sax.saxutils import quoteattr
 from tidb_bench_operator.domain import svg
 from tidb_bench_operator.domain.models import StepStatus
 from tidb_bench_operator.domain.report import (
-    _amount,
     _latency,
     _ms,
     _percentile,
-    _rate,
     _RefRow,
     _Verdict,
 )
+from tidb_bench_operator.domain.report_references import (
+    REF_COLOUR,
+    reference_points,
+    reference_spans,
+)
+from tidb_bench_operator.domain.report_stats import has_trials, interval_marks
+from tidb_bench_operator.domain.report_stats import qps_top as trials_top
+from tidb_bench_operator.domain.report_stats import rate as _rate
 
 WIDTH = 760
 PLOT_LEFT = 84
@@ -31,7 +36,6 @@ TPS_COLOUR = "#2ca02c"
 LATENCY_COLOUR = "#d62728"
 SLO_COLOUR = "#8c1c13"
 OTHER_COLOUR = "#7f7f7f"
-REF_COLOUR = "#9467bd"
 FAILED_COLOUR = "#d62728"
 VERDICT_COLOUR = "#444444"
 GRID_COLOUR = "#e6e6e6"
@@ -140,7 +144,11 @@ def _plots(data: _PanelInput, top: float, label: str) -> list[_Plot]:
     steps_all = data.steps + data.other
     draws_tps = _draws_tps(data)
     y = top + PANEL_TOP
-    qps_top = max([s.qps or 0.0 for s in steps_all] + [_top(r.row.qps) for r in data.refs])
+    qps_top = max(
+        [s.qps or 0.0 for s in steps_all]
+        + [_top(r.row.qps) for r in data.refs]
+        + [trials_top(data.steps)]
+    )
     plots = [
         _Plot(
             "qps",
@@ -263,7 +271,7 @@ def _panel(data: _PanelInput, top: float) -> list[str]:
 
     # Published numbers without a thread count: bands (ranges) or lines across a plot.
     by_kind = {plot.kind: plot.scale for plot in plots}
-    out += _reference_spans(data.refs, by_kind["qps"], by_kind.get("tps"))
+    out += reference_spans(data.refs, by_kind["qps"], by_kind.get("tps"), PLOT_LEFT, PLOT_RIGHT)
 
     # The SLO on the latency axis (or, when far above every step, said in words).
     if data.slo is not None:
@@ -355,6 +363,8 @@ def _panel(data: _PanelInput, top: float) -> list[str]:
                 if value is None:
                     continue
                 x, y = x_at(step.threads), plot.scale(value)
+                if plot.kind == "qps" and not compared:
+                    out += interval_marks(step, x, plot.scale)
                 tip = f"{step.threads} threads: {plot.fmt(value)}"
                 if step.valid is False:
                     tip += " (invalid step)"
@@ -371,7 +381,7 @@ def _panel(data: _PanelInput, top: float) -> list[str]:
     # Published numbers at a thread count (labels of coinciding points stacked).
     taken: list[tuple[float, float]] = []
     for ref in data.refs:
-        out += _reference_points(ref, x_at, by_kind, label, taken)
+        out += reference_points(ref, x_at, by_kind, label, taken)
 
     # Failed and invalid steps stay on the axis, named under their thread count.
     for step in steps:
@@ -409,6 +419,8 @@ def _panel(data: _PanelInput, top: float) -> list[str]:
                 )
             )
     notes = []
+    if has_trials(steps):
+        notes.append("QPS: median of the trials (dots), bar: 95% interval of the mean")
     if any(s.valid is False for s in steps):
         notes.append("hollow marker, dotted line: invalid step")
     if any(_is_failed(s) for s in steps):
@@ -418,77 +430,4 @@ def _panel(data: _PanelInput, top: float) -> list[str]:
             svg.text(PLOT_LEFT - 60, bottom + 64, "; ".join(notes), fill="#666666", font_size="11")
         )
     out.append("</g>")
-    return out
-
-
-def _reference_points(
-    ref: _RefRow,
-    x_at: svg.LogScale,
-    scales: Mapping[str, svg.LinearScale],
-    label: str,
-    taken: list[tuple[float, float]],
-) -> list[str]:
-    """A published number at a thread count: a diamond (a bar for a range) and its label."""
-    row = ref.row
-    if row.threads is None:
-        return []
-    out = []
-    x = x_at(row.threads)
-    for kind, value in (("qps", row.qps), ("tps", row.tps), ("latency", row.latency_ms)):
-        scale = scales.get(kind)
-        if value is None or scale is None:
-            continue
-        unit = {"qps": "QPS", "tps": "TPS", "latency": f"ms {label}"}[kind]
-        tip = f"{ref.label} {ref.reference.name}: {_amount(value)} {unit} at {row.threads} threads"
-        if isinstance(value, tuple):
-            out.append(
-                svg.line(x, scale(value[0]), x, scale(value[1]), REF_COLOUR, stroke_width="3")
-            )
-            y = scale((value[0] + value[1]) / 2)
-        else:
-            y = scale(value)
-        out.append(svg.marker(x, y, REF_COLOUR, "diamond", tooltip=tip))
-        text_y = y + 4
-        while any(abs(tx - x) < 20 and abs(ty - text_y) < 11 for tx, ty in taken):
-            text_y += 11
-        taken.append((x, text_y))
-        out.append(svg.text(x + 8, text_y, ref.label, fill=REF_COLOUR, font_size="11"))
-    return out
-
-
-def _reference_spans(
-    refs: Sequence[_RefRow], qps_y: svg.LinearScale, tps_y: svg.LinearScale | None
-) -> list[str]:
-    out = []
-    for ref in refs:
-        row = ref.row
-        if row.threads is not None:
-            continue
-        for value, scale, unit in ((row.qps, qps_y, "QPS"), (row.tps, tps_y, "TPS")):
-            if value is None or scale is None:
-                continue
-            low, high = value if isinstance(value, tuple) else (value, value)
-            y_low, y_high = scale(low), scale(high)
-            tip = (
-                f"{ref.label} {ref.reference.name}: {_amount(value)} {unit}, threads not published"
-            )
-            if high > low:
-                out.append(
-                    f'<rect class="reference-band" x="{PLOT_LEFT}" y="{svg.num(y_high)}" '
-                    f'width="{PLOT_RIGHT - PLOT_LEFT}" height="{svg.num(y_low - y_high)}" '
-                    f'fill="{REF_COLOUR}" fill-opacity="0.12">'
-                    f"<title>{html.escape(tip)}</title></rect>"
-                )
-            else:
-                out.append(
-                    svg.line(
-                        PLOT_LEFT, y_low, PLOT_RIGHT, y_low, REF_COLOUR, stroke_dasharray="1 3"
-                    )
-                )
-            text = (
-                f"{ref.label} {svg.short_number(low)}"
-                + (f"–{svg.short_number(high)}" if high > low else "")
-                + f" {unit}"
-            )
-            out.append(svg.text(PLOT_LEFT + 4, y_high + 11, text, fill=REF_COLOUR, font_size="11"))
     return out
