@@ -279,7 +279,7 @@ def build_crd(kind: str) -> dict[str, Any]:
 #: YAML reader (go-yaml v2) follows 1.1, so an unquoted `n` (TrialSummary's field) became
 #: `false` and `kubectl apply` refused the CRD; PyYAML quotes only some of them itself.
 YAML11_BOOLEANS = frozenset(
-    "y Y yes Yes YES n N no No NO true True TRUE false False FALSE on On ON off Off OFF".split()
+    ["y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE", "on", "On", "ON", "off", "Off", "OFF"]
 )
 
 

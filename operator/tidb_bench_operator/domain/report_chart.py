@@ -4,7 +4,6 @@ of the published numbers drawn."""
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 from xml.sax.saxutils import quoteattr
@@ -249,10 +248,4 @@ def render_svg(
     body += notes
     y += height
     total = int(y + 10)
-    head = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{total}" '
-        f'viewBox="0 0 {WIDTH} {total}" font-family="sans-serif" font-size="12">',
-        f"<title>{html.escape(title, quote=False)}</title>",
-        f'<rect x="0" y="0" width="{WIDTH}" height="{total}" fill="#ffffff"/>',
-    ]
-    return "\n".join([*head, *body, "</svg>"]) + "\n"
+    return svg.document(title, WIDTH, total, body)

@@ -4,7 +4,6 @@ change points found over the history (domain/trend.py) marked where the level mo
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 from xml.sax.saxutils import quoteattr
@@ -200,10 +199,4 @@ def render_schedule_svg(name: str, status: BenchmarkScheduleStatus) -> str:
     ):
         body.append(svg.text(LEFT - 60, y + 4 + 15 * k, note, font_size="11", fill="#666666"))
     total = int(y + 34)
-    head = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{total}" '
-        f'viewBox="0 0 {WIDTH} {total}" font-family="sans-serif" font-size="12">',
-        f"<title>{html.escape(title, quote=False)}</title>",
-        f'<rect x="0" y="0" width="{WIDTH}" height="{total}" fill="#ffffff"/>',
-    ]
-    return "\n".join([*head, *body, "</svg>"]) + "\n"
+    return svg.document(title, WIDTH, total, body)

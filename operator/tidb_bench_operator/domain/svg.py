@@ -158,3 +158,14 @@ def wrap(content: str, width: int) -> list[str]:
     if current:
         lines.append(current)
     return lines
+
+
+def document(title: str, width: int, height: int, body: Sequence[str]) -> str:
+    """A self-contained SVG document: white background, `title`, then `body`'s elements."""
+    head = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
+        f"<title>{escape(title)}</title>",
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
+    ]
+    return "\n".join([*head, *body, "</svg>"]) + "\n"
