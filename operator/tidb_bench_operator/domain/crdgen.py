@@ -279,7 +279,9 @@ def build_crd(kind: str) -> dict[str, Any]:
 #: YAML reader (go-yaml v2) follows 1.1, so an unquoted `n` (TrialSummary's field) became
 #: `false` and `kubectl apply` refused the CRD; PyYAML quotes only some of them itself.
 YAML11_BOOLEANS = frozenset(
-    ["y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE", "on", "On", "ON", "off", "Off", "OFF"]
+    spelling
+    for word in ("y", "yes", "n", "no", "true", "false", "on", "off")
+    for spelling in (word, word.capitalize(), word.upper())
 )
 
 
@@ -295,9 +297,7 @@ def render_yaml(kind: str) -> str:
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
     Dumper.add_representer(str, string)
-    body = yaml.dump(
-        build_crd(kind), Dumper=Dumper, sort_keys=False, width=100, allow_unicode=True
-    )
+    body = yaml.dump(build_crd(kind), Dumper=Dumper, sort_keys=False, width=100, allow_unicode=True)
     return HEADER + body
 
 
