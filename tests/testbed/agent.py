@@ -66,6 +66,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -876,11 +877,28 @@ def under_run(path: str) -> bool:
     return path == "/run" or path.startswith(("/run/", "/var/run/"))
 
 
-def mount_script(mounts: list[tuple[str, str, bool]], overlay: Path) -> str:
+#: The node's own software and state (this checkout: its venv, sources and .testbed). A
+#: real container has its own root file system, so an emptyDir at /tmp hides nothing the
+#: image needs; here the "image" is the host's tree, so a checkout under /tmp (a `mktemp -d`
+#: clone, as CI makes) stays visible through a volume mounted over one of its parents.
+NODE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def _is_within(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def mount_script(
+    mounts: list[tuple[str, str, bool]], overlay: Path, keep: Sequence[str] = (NODE_ROOT,)
+) -> str:
     """The shell run in the container's new mount namespace before exec: bind mounts, with
-    /run overlaid first when a mount point lies under it (mkdir there lands in `overlay`)."""
+    /run overlaid first when a mount point lies under it (mkdir there lands in `overlay`).
+
+    A path in `keep` that a mount would hide (the mount point is one of its parents) is held
+    under /run before the mounts and bound back on top of the mount after it."""
     lines = ["set -e"]
-    if any(under_run(target) for _, target, _ in mounts):
+    hidden = [path for path in keep if any(_is_within(path, target) for _, target, _ in mounts)]
+    if hidden or any(under_run(target) for _, target, _ in mounts):
         upper, work = overlay / "upper", overlay / "work"
         upper.mkdir(parents=True, exist_ok=True)
         work.mkdir(parents=True, exist_ok=True)
@@ -889,6 +907,9 @@ def mount_script(mounts: list[tuple[str, str, bool]], overlay: Path) -> str:
             + shlex.quote(f"lowerdir=/run,upperdir={upper},workdir={work}")
             + " /run"
         )
+    held = {path: f"/run/tidb-bench-testbed-keep/{k}" for k, path in enumerate(hidden)}
+    for path, holder in held.items():
+        lines += [f"mkdir -p {holder}", f"mount --bind {shlex.quote(path)} {holder}"]
     for source, target, read_only in mounts:
         real = (
             "/run" + target.removeprefix("/var/run") if target.startswith("/var/run/") else target
@@ -896,6 +917,12 @@ def mount_script(mounts: list[tuple[str, str, bool]], overlay: Path) -> str:
         if under_run(target):
             lines.append(f"mkdir -p {shlex.quote(real)}")
         lines.append(f"mount --bind {shlex.quote(source)} {shlex.quote(real)}")
+        for path, holder in held.items():
+            if _is_within(path, target):
+                lines += [
+                    f"mkdir -p {shlex.quote(path)}",
+                    f"mount --bind {holder} {shlex.quote(path)}",
+                ]
         if read_only:
             lines.append(f"mount -o remount,bind,ro {shlex.quote(real)}")
     lines.append('exec "$@"')

@@ -36,8 +36,23 @@ def test_a_mount_under_var_run_overlays_run_first_and_binds_read_only(tmp_path: 
     assert (tmp_path / "overlay" / "upper").is_dir()
 
 
+def test_a_checkout_under_a_mounted_tmp_is_bound_back_on_top_of_the_mount(tmp_path: Path) -> None:
+    script = mount_script(
+        [("/agent/vol/tmp", "/tmp", False), ("/agent/term", "/dev/termination-log", False)],
+        tmp_path / "overlay",
+        keep=["/tmp/tmp.x/repo"],
+    )
+    lines = script.splitlines()
+    assert lines[1].startswith("mount -t overlay") and lines[1].endswith(" /run")
+    hold = lines.index("mount --bind /tmp/tmp.x/repo /run/tidb-bench-testbed-keep/0")
+    mount = lines.index("mount --bind /agent/vol/tmp /tmp")
+    back = lines.index("mount --bind /run/tidb-bench-testbed-keep/0 /tmp/tmp.x/repo")
+    assert hold < mount < back and lines[back - 1] == "mkdir -p /tmp/tmp.x/repo"
+    assert subprocess.run(["sh", "-n", "-c", script], check=False).returncode == 0
+
+
 def test_without_run_mounts_nothing_is_overlaid(tmp_path: Path) -> None:
-    script = mount_script([("/a b", "/dev/termination-log", False)], tmp_path)
+    script = mount_script([("/a b", "/dev/termination-log", False)], tmp_path, keep=["/work/x"])
     assert "overlay" not in script
     assert "mount --bind '/a b' /dev/termination-log" in script
     # The script is valid sh.
