@@ -153,7 +153,13 @@ def controller(testbed: Testbed, crds: None) -> Iterator[Controller]:
         testbed,
         testbed.kubeconfig,
         testbed.logs / f"controller-{SESSION}.log",
-        {"TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS": "20", "TIDB_BENCH_LIVENESS": ""},
+        # No metrics port: the default (9090) would collide with another test bed's
+        # controller on the same machine; test_metrics_report starts its own on a free port.
+        {
+            "TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS": "20",
+            "TIDB_BENCH_LIVENESS": "",
+            "TIDB_BENCH_METRICS_PORT": "0",
+        },
     )
     ctl.start()
     yield ctl
