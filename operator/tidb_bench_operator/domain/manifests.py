@@ -30,6 +30,12 @@ MANAGED_BY = {
 # so a compromised runner holds no Kubernetes credentials (deploy/ grants it nothing).
 RUNNER_SERVICE_ACCOUNT = "tidb-bench-runner"
 PASSWORD_ENV = "TIDB_BENCH_PASSWORD"
+#: Where a benchmark pod finds the MySQL client certificate Secret (read-only); the runner
+#: copies it into its private temporary directory for sysbench (domain/tls.py).
+MYSQL_TLS_DIR = "/var/run/secrets/tidb-bench/mysql-tls"
+MYSQL_TLS_VOLUME = "mysql-tls"
+#: The runner's user and group; the Secret volume's files are readable by that group only.
+RUNNER_UID = 65532
 USER_ENV = "TIDB_BENCH_USER"
 # Seconds between creating a step's Jobs and the start time their pods wait for: long
 # enough for the scheduler and image pulls on a warm node, short enough not to waste time.
@@ -63,6 +69,9 @@ class Endpoint:
     cluster_kind: str | None = None
     # v2: the TiDBGroup whose Service `host` is (None when target.host overrides it).
     tidb_group: str | None = None
+    # Client certificate Secrets (domain/tls.py); None: that connection is plain.
+    pd_tls_secret: str | None = None
+    mysql_tls_secret: str | None = None
 
 
 def compute_endpoint(
@@ -106,6 +115,8 @@ def resolved_endpoint(endpoint: Endpoint) -> ResolvedEndpoint:
         port=endpoint.port,
         pd_url=endpoint.pd_url,
         tidb_group=endpoint.tidb_group,
+        pd_tls_secret=endpoint.pd_tls_secret,
+        mysql_tls_secret=endpoint.mysql_tls_secret,
     )
 
 
@@ -124,6 +135,8 @@ def endpoint_of(
         base.cluster_namespace,
         resolved.cluster_kind,
         resolved.tidb_group,
+        resolved.pd_tls_secret,
+        resolved.mysql_tls_secret,
     )
 
 
@@ -287,8 +300,8 @@ def build_runner_job(
         ],
         "securityContext": {
             "runAsNonRoot": True,
-            "runAsUser": 65532,
-            "runAsGroup": 65532,
+            "runAsUser": RUNNER_UID,
+            "runAsGroup": RUNNER_UID,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "containers": [
@@ -307,6 +320,8 @@ def build_runner_job(
         ],
         "volumes": [{"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}}],
     }
+    if endpoint.mysql_tls_secret:
+        _mount_mysql_tls(pod_spec, endpoint.mysql_tls_secret)
     # Dataset Jobs keep away from the database pods too: they load the same node.
     affinity = build_affinity(spec, endpoint, run, step_label)
     if affinity:
@@ -326,6 +341,22 @@ def build_runner_job(
             "template": {"metadata": {"labels": labels}, "spec": pod_spec},
         },
     }
+
+
+def _mount_mysql_tls(pod_spec: dict[str, Any], secret: str) -> None:
+    """The MySQL client certificate Secret, read-only, readable by the runner's group only."""
+    pod_spec["securityContext"]["fsGroup"] = RUNNER_UID
+    pod_spec["volumes"].append(
+        {"name": MYSQL_TLS_VOLUME, "secret": {"secretName": secret, "defaultMode": 0o440}}
+    )
+    pod_spec["containers"][0]["volumeMounts"].append(
+        {"name": MYSQL_TLS_VOLUME, "mountPath": MYSQL_TLS_DIR, "readOnly": True}
+    )
+
+
+def _tls_args(endpoint: Endpoint) -> list[str]:
+    """`--tls-dir` when the clients use TLS: a path, never certificate contents."""
+    return [f"--tls-dir={MYSQL_TLS_DIR}"] if endpoint.mysql_tls_secret else []
 
 
 def build_runner_service_account(namespace: str) -> dict[str, Any]:
@@ -375,6 +406,7 @@ def build_step_runner_args(
     if spec.ignore_errors:
         args.append(f"--ignore-errors={spec.ignore_errors}")
     args.append(f"--auto-inc={'on' if spec.dataset.auto_inc else 'off'}")
+    args += _tls_args(endpoint)
     args += [f"--sysbench-arg={a}" for a in spec.extra_args]
     return args
 
@@ -397,6 +429,7 @@ def build_dataset_runner_args(
         args.append(f"--policy={spec.dataset.prepare}")
         args.append(f"--analyze={'on' if spec.dataset.analyze else 'off'}")
         args.append(f"--warm-up={'on' if spec.dataset.warm_up else 'off'}")
+    args += _tls_args(endpoint)
     args += [f"--sysbench-arg={a}" for a in spec.extra_args]
     return args
 
