@@ -86,7 +86,12 @@ class StepPlan:
         """The runner's own SQL connection (dataset checks): with TLS when the plan has it."""
         tls = None if self.tls_dir is None else context_from_dir(self.tls_dir)
         return mysql.DSN(
-            self.host, self.port, creds.user, creds.password, tls=tls, tls_source=self.tls_dir
+            self.host,
+            self.port,
+            creds.user,
+            creds.password,
+            tls=tls,
+            tls_source=f"the Secret mounted at {self.tls_dir}" if self.tls_dir else None,
         )
 
 

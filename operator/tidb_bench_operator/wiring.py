@@ -36,7 +36,12 @@ def run_dsn(kube: Kube, spec: BenchmarkRunSpec, namespace: str, endpoint: Endpoi
     secret = endpoint.mysql_tls_secret
     tls = None if secret is None else context_from_secret(kube.secret_value, namespace, secret)
     return mysql.DSN(
-        endpoint.host, endpoint.port, user or "", password or "", tls=tls, tls_source=secret
+        endpoint.host,
+        endpoint.port,
+        user or "",
+        password or "",
+        tls=tls,
+        tls_source=f"Secret {namespace}/{secret}" if secret else None,
     )
 
 

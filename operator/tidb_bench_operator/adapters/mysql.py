@@ -35,7 +35,7 @@ class DSN:
     database: str | None = None
     #: TLS with a client certificate, the server verified (adapters.tls); None: no TLS asked.
     tls: ssl.SSLContext | None = None
-    #: Where the certificate came from, for messages (a Secret's name or a directory).
+    #: Where the certificate came from, for messages: `Secret ns/name`, a mounted directory.
     tls_source: str | None = None
 
     def __repr__(self) -> str:
@@ -66,7 +66,7 @@ def connect(dsn: DSN, timeout: float = 10.0) -> Iterator[Any]:
     except pymysql.err.MySQLError as exc:
         errno = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
         text = exc.args[1] if len(exc.args) > 1 else str(exc)
-        tls_problem = explain(exc, peer=f"{dsn.host}:{dsn.port}", secret=dsn.tls_source)
+        tls_problem = explain(exc, peer=f"{dsn.host}:{dsn.port}", source=dsn.tls_source)
         hint = plain_refused_hint(errno, str(text), dsn.tls is not None)
         if tls_problem:
             text = tls_problem

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Literal, Protocol, TypeVar
 
-from tidb_bench_operator.adapters.tls import explain
+from tidb_bench_operator.adapters.tls import explain, ssl_cause
 from tidb_bench_operator.domain.cluster_view import V1_KIND, database_pod_selector
 from tidb_bench_operator.domain.manifests import Endpoint
 from tidb_bench_operator.domain.pd import Operator, Store, parse_operators, parse_stores
@@ -152,7 +152,8 @@ def _unreachable_reason(
     cause: object = exc.reason if isinstance(exc, urllib.error.URLError) else exc
     parts = urllib.parse.urlsplit(url)
     host = parts.hostname or url
-    tls_problem = explain(exc, peer=f"PD {parts.netloc}", secret=tls_secret)
+    source = f"Secret {tls_secret}" if tls_secret else None
+    tls_problem = explain(exc, peer=f"PD {parts.netloc}", source=source)
     if tls_problem is not None:
         return tls_problem
     if isinstance(cause, ConnectionRefusedError):
@@ -197,9 +198,14 @@ class HTTPPDClient:
             status, body = self._transport(url, limit)
         except OSError as exc:
             reason = _unreachable_reason(exc, url, limit, self.tls_secret)
+            advice = (
+                ""  # PD answered; the certificates disagree, which another way cannot mend
+                if ssl_cause(exc) is not None
+                else f" Is the PD Service reachable from the controller? If not, {_EXEC_ADVICE}"
+            )
             raise PDUnreachableError(
-                f"PD at {self.url} is unreachable from the controller: {reason} (GET {path}). "
-                f"Is the PD Service reachable from the controller? If not, {_EXEC_ADVICE}",
+                f"PD at {self.url} is unreachable from the controller: {reason} (GET {path})."
+                + advice,
                 url=url,
                 reason=reason,
             ) from exc

@@ -51,7 +51,7 @@ def client_context(ca: str, cert: str, key: str, *, where: str) -> ssl.SSLContex
             reason = exc.reason or str(exc)
             if "KEY_VALUES_MISMATCH" in str(reason).upper():
                 message = describe_tls_failure(
-                    peer="", secret=where, reason=str(reason), verify_message=None
+                    peer="", source=where, reason=str(reason), verify_message=None
                 )
             else:
                 message = f"{where}: tls.crt or tls.key is not a PEM certificate and key ({reason})"
@@ -102,7 +102,7 @@ def ssl_cause(exc: BaseException | None) -> ssl.SSLError | None:
     return None
 
 
-def explain(exc: BaseException, *, peer: str, secret: str | None) -> str | None:
+def explain(exc: BaseException, *, peer: str, source: str | None) -> str | None:
     """A sentence naming the TLS failure behind `exc`, or None when TLS is not the cause."""
     cause = ssl_cause(exc)
     if cause is None:
@@ -110,7 +110,7 @@ def explain(exc: BaseException, *, peer: str, secret: str | None) -> str | None:
     verify = cause.verify_message if isinstance(cause, ssl.SSLCertVerificationError) else None
     reason = cause.reason or str(cause)
     return describe_tls_failure(
-        peer=peer, secret=secret, reason=str(reason), verify_message=verify or None
+        peer=peer, source=source, reason=str(reason), verify_message=verify or None
     )
 
 

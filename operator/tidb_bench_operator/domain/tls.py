@@ -160,10 +160,13 @@ _ALERTS = {
 
 
 def describe_tls_failure(
-    *, peer: str, secret: str | None, reason: str | None, verify_message: str | None
+    *, peer: str, source: str | None, reason: str | None, verify_message: str | None
 ) -> str:
-    """One sentence for a TLS failure talking to `peer` with the client Secret `secret`."""
-    source = f"Secret {secret}" if secret else "the client Secret"
+    """One sentence for a TLS failure talking to `peer` with the certificate from `source`.
+
+    `source` says where the certificate came from: `Secret ns/name`, a mounted directory.
+    """
+    source = source or "the client Secret"
     if verify_message:
         return (
             f"TLS to {peer}: the server's certificate failed verification against ca.crt of "
