@@ -296,7 +296,7 @@ class FakePD:
             self._thread = None
 
     def __enter__(self) -> FakePD:
-        return self.start()
+        return self.start() if self._server is None else self  # `with FakePD().start(tls=…)`
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

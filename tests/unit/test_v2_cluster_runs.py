@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from testbed.fake_kube import FakeClock, FakeKube
-from tidb_bench_operator.adapters.pd import find_pd_pod, make_pd_client
+from tidb_bench_operator.adapters.pd import choose_pd_pod, make_pd_client
 from tidb_bench_operator.domain.manifests import Endpoint, RunRef, build_affinity, compute_endpoint
 from tidb_bench_operator.domain.models import BenchmarkRunSpec, parse_run_spec
 from tidb_bench_operator.domain.preflight import evaluate
@@ -249,7 +249,9 @@ def test_pd_ctl_runs_in_a_pd_pod_found_by_v2_labels() -> None:
     kube = Pods(
         [v2_pod("pd-pd-abc", "pd", "pd", "node2"), v2_pod("tikv-tikv-x", "tikv", "tikv", "node2")]
     )
-    assert find_pd_pod(kube, CLUSTER_NS, "basic", "Cluster") == "pd-pd-abc"
+    assert (choose_pd_pod(kube, CLUSTER_NS, "basic", "Cluster") or {}).get("metadata", {}).get(
+        "name"
+    ) == "pd-pd-abc"
     assert kube.selectors == ["pingcap.com/cluster=basic,pingcap.com/component=pd"]
     ep = Endpoint("tidb-tidb.x", 4000, None, "basic", CLUSTER_NS, "Cluster", "tidb")
     client = make_pd_client("Exec", ep, Pods([]), api_client=None)

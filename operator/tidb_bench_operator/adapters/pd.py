@@ -291,15 +291,23 @@ def _classify(err: str, *, command: str, where: str, line: str) -> PDError | Non
         )
     match = _GO_REQUEST.match(err)
     if match:
-        reason = _go_reason(match.group("err"))
-        url = match.group("url")
+        url, go_err = match.group("url"), match.group("err")
         base = urllib.parse.urlsplit(url)
+        pd = f"PD at {base.scheme}://{base.netloc}"
+        if "tls:" in go_err or "x509:" in go_err:
+            why = go_err
+            problem = (
+                f"failed the TLS handshake with {pd}: {go_err}; the certificates pd-ctl was "
+                "given are the PD pod's own mounted TLS Secret: check that Secret"
+            )
+        else:
+            why = _go_reason(go_err)
+            problem = (
+                f"could not reach {pd}: {why}; the PD server in that pod is not answering "
+                "on its client port: is it starting up or crash-looping?"
+            )
         return PDUnreachableError(
-            f"{where}: `pd-ctl {command}` could not reach PD at {base.scheme}://{base.netloc}: "
-            f"{reason}; the PD server in that pod is not answering on its client port: is it "
-            f"starting up or crash-looping? ({said})",
-            url=url,
-            reason=reason,
+            f"{where}: `pd-ctl {command}` {problem} ({said})", url=url, reason=why
         )
     match = _COBRA.match(err)
     if match:
@@ -501,14 +509,6 @@ def _pod_ready(pod: Mapping[str, Any]) -> bool:
         if condition.get("type") == "Ready":
             return bool(condition.get("status") == "True")
     return False
-
-
-def find_pd_pod(
-    kube: PodLister, cluster_namespace: str, cluster_name: str, kind: str = V1_KIND
-) -> str | None:
-    """Name of a Running, not-terminating PD pod of the cluster (Ready ones first)."""
-    pod = choose_pd_pod(kube, cluster_namespace, cluster_name, kind)
-    return None if pod is None else str((pod.get("metadata") or {}).get("name", ""))
 
 
 def choose_pd_pod(

@@ -1,4 +1,9 @@
-"""Pure builders of the Kubernetes manifests the controller creates (Jobs, ConfigMaps, Events)."""
+"""Pure builders of the Kubernetes manifests the controller creates (Jobs, ConfigMaps, Events).
+
+Why over 500 lines: every object the controller creates is built here, because they share
+the names, labels, owner references and the run's resolved endpoint; split by object, each
+part would import the others' helpers.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from typing import Any
 
 from tidb_bench_operator.domain.cluster_view import V1_KIND, ClusterView, anti_affinity_selector
 from tidb_bench_operator.domain.models import API_VERSION, BenchmarkRunSpec, ResolvedEndpoint
+from tidb_bench_operator.domain.tls import mount_mysql_tls, tls_runner_args
 
 DEFAULT_IMAGE = "ghcr.io/tidb-bench/tidb-bench-operator:0.1.0"
 # The node name label the kubelet sets (docs/tidb-operator.md); the labels TiDB Operator
@@ -30,11 +36,7 @@ MANAGED_BY = {
 # so a compromised runner holds no Kubernetes credentials (deploy/ grants it nothing).
 RUNNER_SERVICE_ACCOUNT = "tidb-bench-runner"
 PASSWORD_ENV = "TIDB_BENCH_PASSWORD"
-#: Where a benchmark pod finds the MySQL client certificate Secret (read-only); the runner
-#: copies it into its private temporary directory for sysbench (domain/tls.py).
-MYSQL_TLS_DIR = "/var/run/secrets/tidb-bench/mysql-tls"
-MYSQL_TLS_VOLUME = "mysql-tls"
-#: The runner's user and group; the Secret volume's files are readable by that group only.
+#: The runner's user and group; a TLS Secret volume's files are readable by that group only.
 RUNNER_UID = 65532
 USER_ENV = "TIDB_BENCH_USER"
 # Seconds between creating a step's Jobs and the start time their pods wait for: long
@@ -321,7 +323,7 @@ def build_runner_job(
         "volumes": [{"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}}],
     }
     if endpoint.mysql_tls_secret:
-        _mount_mysql_tls(pod_spec, endpoint.mysql_tls_secret)
+        mount_mysql_tls(pod_spec, endpoint.mysql_tls_secret, RUNNER_UID)
     # Dataset Jobs keep away from the database pods too: they load the same node.
     affinity = build_affinity(spec, endpoint, run, step_label)
     if affinity:
@@ -341,22 +343,6 @@ def build_runner_job(
             "template": {"metadata": {"labels": labels}, "spec": pod_spec},
         },
     }
-
-
-def _mount_mysql_tls(pod_spec: dict[str, Any], secret: str) -> None:
-    """The MySQL client certificate Secret, read-only, readable by the runner's group only."""
-    pod_spec["securityContext"]["fsGroup"] = RUNNER_UID
-    pod_spec["volumes"].append(
-        {"name": MYSQL_TLS_VOLUME, "secret": {"secretName": secret, "defaultMode": 0o440}}
-    )
-    pod_spec["containers"][0]["volumeMounts"].append(
-        {"name": MYSQL_TLS_VOLUME, "mountPath": MYSQL_TLS_DIR, "readOnly": True}
-    )
-
-
-def _tls_args(endpoint: Endpoint) -> list[str]:
-    """`--tls-dir` when the clients use TLS: a path, never certificate contents."""
-    return [f"--tls-dir={MYSQL_TLS_DIR}"] if endpoint.mysql_tls_secret else []
 
 
 def build_runner_service_account(namespace: str) -> dict[str, Any]:
@@ -406,7 +392,7 @@ def build_step_runner_args(
     if spec.ignore_errors:
         args.append(f"--ignore-errors={spec.ignore_errors}")
     args.append(f"--auto-inc={'on' if spec.dataset.auto_inc else 'off'}")
-    args += _tls_args(endpoint)
+    args += tls_runner_args(endpoint.mysql_tls_secret)
     args += [f"--sysbench-arg={a}" for a in spec.extra_args]
     return args
 
@@ -429,7 +415,7 @@ def build_dataset_runner_args(
         args.append(f"--policy={spec.dataset.prepare}")
         args.append(f"--analyze={'on' if spec.dataset.analyze else 'off'}")
         args.append(f"--warm-up={'on' if spec.dataset.warm_up else 'off'}")
-    args += _tls_args(endpoint)
+    args += tls_runner_args(endpoint.mysql_tls_secret)
     args += [f"--sysbench-arg={a}" for a in spec.extra_args]
     return args
 

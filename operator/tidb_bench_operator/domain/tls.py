@@ -28,6 +28,11 @@ SYSBENCH_FILES = (
     ("tls.key", "client-key.pem"),
 )
 
+#: Where a benchmark pod finds the MySQL client certificate Secret (read-only); the runner
+#: copies it into its private temporary directory for sysbench.
+MYSQL_TLS_DIR = "/var/run/secrets/tidb-bench/mysql-tls"
+MYSQL_TLS_VOLUME = "mysql-tls"
+
 _SIDES = {
     "cluster": "PD's client certificate (TLS between components)",
     "mysql": "the MySQL client certificate (TLS to TiDB)",
@@ -191,16 +196,25 @@ def describe_tls_failure(
 SECURE_TRANSPORT_ERRNOS = (3159, 4036)
 
 
+_USE_TLS = (
+    "set spec.tls.mysql.enabled: true (and spec.tls.mysql.secretRef when the cluster does "
+    "not name the Secret), or turn on the cluster's MySQL TLS (TidbCluster "
+    "spec.tidb.tlsClient.enabled, TiDBGroup spec.template.spec.security.tls.mysql)"
+)
+#: Access denied: a wrong password, or an account that requires a client certificate.
+ACCESS_DENIED = 1045
+
+
 def plain_refused_hint(errno: int | None, text: str, tls_used: bool) -> str | None:
-    """What to do when the server refused a plain connection because it requires TLS."""
+    """What to do when the server refused a connection made without a client certificate."""
     if tls_used:
         return None
     if errno in SECURE_TRANSPORT_ERRNOS or "insecure transport" in text.lower():
+        return f"the server requires TLS but this run connects without it: {_USE_TLS}"
+    if errno == ACCESS_DENIED:
         return (
-            "the server requires TLS but this run connects without it: set "
-            "spec.tls.mysql.enabled: true (and spec.tls.mysql.secretRef when the cluster does "
-            "not name the Secret), or turn on the cluster's MySQL TLS (TidbCluster "
-            "spec.tidb.tlsClient.enabled, TiDBGroup spec.template.spec.security.tls.mysql)"
+            "check the password; if the account requires a client certificate (REQUIRE X509 "
+            f"or SSL), the run needs TLS: {_USE_TLS}"
         )
     return None
 
@@ -246,3 +260,23 @@ def pd_ctl_tls_flags(directory: str) -> list[str]:
     """pd-ctl's --cacert/--cert/--key for a mounted TLS Secret (paths, never contents)."""
     d = directory.rstrip("/")
     return [f"--cacert={d}/ca.crt", f"--cert={d}/tls.crt", f"--key={d}/tls.key"]
+
+
+# ---------------------------------------------------------------------------
+# Benchmark pods
+
+
+def mount_mysql_tls(pod_spec: dict[str, Any], secret: str, group: int) -> None:
+    """Mount the MySQL client Secret read-only, its files readable by `group` only."""
+    pod_spec["securityContext"]["fsGroup"] = group
+    pod_spec["volumes"].append(
+        {"name": MYSQL_TLS_VOLUME, "secret": {"secretName": secret, "defaultMode": 0o440}}
+    )
+    pod_spec["containers"][0]["volumeMounts"].append(
+        {"name": MYSQL_TLS_VOLUME, "mountPath": MYSQL_TLS_DIR, "readOnly": True}
+    )
+
+
+def tls_runner_args(mysql_secret: str | None) -> list[str]:
+    """`--tls-dir` when the clients use TLS: a path, never certificate contents."""
+    return [f"--tls-dir={MYSQL_TLS_DIR}"] if mysql_secret else []
