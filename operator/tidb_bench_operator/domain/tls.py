@@ -185,6 +185,14 @@ def describe_tls_failure(
                 f"TLS to {peer}: {meaning} ({reason}); check tls.crt of {source}: it must be "
                 "signed by the CA the server trusts and be within its validity"
             )
+    if "EOF" in upper:
+        # TLS 1.3: the client's handshake is done before the server judges its certificate,
+        # so a refusal may reach the client only as the connection closing.
+        return (
+            f"TLS to {peer}: the server closed the connection during the handshake ({reason}), "
+            "most often because it refused our client certificate (not signed by a CA it "
+            f"trusts, or expired); check tls.crt of {source}"
+        )
     if "KEY_VALUES_MISMATCH" in upper:
         return (
             f"{source}: tls.key is not the key of tls.crt ({reason}); put the matching pair in it"

@@ -234,6 +234,11 @@ def test_handshake_failures_are_named() -> None:
         peer="db:4000", source=None, reason="TLSV1_ALERT_UNKNOWN_CA", verify_message=None
     )
     assert "the server does not trust the CA that signed our client certificate" in unknown
+    closed = describe_tls_failure(
+        peer="db:4000", source="Secret ns/m", verify_message=None,
+        reason="EOF occurred in violation of protocol (_ssl.c:2427)",
+    )  # fmt: skip
+    assert "most often because it refused our client certificate" in closed
     mismatch = describe_tls_failure(
         peer="", source="Secret ns/m", reason="KEY_VALUES_MISMATCH", verify_message=None
     )
@@ -334,3 +339,14 @@ def test_benchmark_pods_mount_the_mysql_secret_read_only_and_pass_only_its_path(
     )  # fmt: skip
     assert not any(a.startswith("--tls-dir") for a in plain_args)
     assert [v["name"] for v in plain_job["spec"]["template"]["spec"]["volumes"]] == ["tmp"]
+
+
+def test_the_tls_example_parses_and_names_the_operators_secret() -> None:
+    doc = yaml.safe_load((V2.parents[3] / "examples" / "tls-cluster-sweep.yaml").read_text())
+    spec = parse_run_spec(doc["spec"])
+    view = read_tidb_cluster(tidb_cluster(cluster_tls=True, mysql_tls=True))
+    secrets = resolve_tls(spec, view)
+    assert (secrets.pd, secrets.mysql) == (
+        "basic-cluster-client-secret",
+        "basic-tidb-client-secret",
+    )
