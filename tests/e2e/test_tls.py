@@ -27,6 +27,7 @@ from testbed.fake_pd import FakePD
 from testbed.kube import create_standin_cluster
 from testbed.runs import create_run, example_manifest, jobs_of, run_events, wait_run
 from testbed.services import root_sql
+from testbed.v2cluster import StandinGroup, create_v2_standin_cluster
 
 pytestmark = pytest.mark.e2e
 
@@ -230,3 +231,37 @@ def test_a_client_certificate_of_another_ca_fails_preflight_naming_the_refusal(
     assert "Secret " + namespace + "/basic-tidb-client-secret" in status["message"]
     assert any("UNKNOWN_CA" in f or "VERIFY_FAILED" in f for f in tls_pd.tls_failures[refused:])
     assert jobs_of(api, namespace, "foreign") == []
+
+
+def test_a_v2_cluster_with_tls_uses_its_tidb_groups_client_secret_and_succeeds(
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    controller: Any,
+    tls_bed: TlsBed,
+    tls_pd: FakePD,
+) -> None:
+    groups = {
+        "pd": StandinGroup("pd", ["node2"]),
+        "tikv": StandinGroup("tikv", ["node2", "node3"]),
+        "tidb": StandinGroup("tidb", ["node3"]),
+    }
+    create_v2_standin_cluster(api, namespace, "basic", groups, tls=True)
+    db = tls_bed.db
+    for name, data in (
+        ("db", {"user": str(db["user"]), "password": str(db["password"])}),
+        ("basic-cluster-client-secret", secret_data(tls_bed.ca, tls_bed.client)),
+        ("tidb-tidb-client-secret", secret_data(tls_bed.ca, tls_bed.client)),
+    ):
+        core.create_namespaced_secret(namespace, {"metadata": {"name": name}, "stringData": data})
+    body = tls_run("v2tls", tls_bed, tls_pd, threads=[2])
+    create_run(api, namespace, body)
+    run = wait_run(api, namespace, "v2tls")
+    status = run["status"]
+    assert status["phase"] == "Succeeded", status
+    endpoint = status["endpoint"]
+    assert endpoint["clusterKind"] == "Cluster"
+    assert endpoint["pdTLSSecret"] == "basic-cluster-client-secret"
+    assert endpoint["mysqlTLSSecret"] == "tidb-tidb-client-secret"
+    checks = {c["name"]: c for c in status["preflight"]["checks"]}
+    assert checks["store-state"]["status"] == "Pass", checks["store-state"]

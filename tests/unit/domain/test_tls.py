@@ -350,3 +350,10 @@ def test_the_tls_example_parses_and_names_the_operators_secret() -> None:
         "basic-cluster-client-secret",
         "basic-tidb-client-secret",
     )
+
+
+def test_mysql_ssl_in_extra_args_points_to_spec_tls() -> None:
+    with pytest.raises(SpecError) as err:
+        run_spec(extraArgs=["--mysql-ssl=on"]).validate_semantics()
+    assert str(err.value).startswith("spec.extraArgs[0]: --mysql-ssl is set by the controller")
+    assert "tls.mysql" in str(err.value)
