@@ -87,17 +87,15 @@ class SessionWatch:
 def tls_run(name: str, tls_bed: TlsBed, pd: FakePD, **spec: Any) -> dict[str, Any]:
     """examples/point-select-sweep.yaml on the TLS cluster, short, under Enforce."""
     db = tls_bed.db
-    body = example_manifest(
-        "point-select-sweep.yaml",
-        db,
-        threads=[1, 2],
-        durationSeconds=3,
-        warmupSeconds=0,
-        reportIntervalSeconds=1,
-        dataset={"tables": 1, "tableSize": 1000},
-        preflight={"policy": "Enforce", "timeoutSeconds": 3},
-        **spec,
-    )
+    short: dict[str, Any] = {
+        "threads": [1, 2],
+        "durationSeconds": 3,
+        "warmupSeconds": 0,
+        "reportIntervalSeconds": 1,
+        "dataset": {"tables": 1, "tableSize": 1000},
+        "preflight": {"policy": "Enforce", "timeoutSeconds": 3},
+    }
+    body = example_manifest("point-select-sweep.yaml", db, **{**short, **spec})
     body["metadata"]["name"] = name
     body["spec"]["cluster"] = {"name": "basic"}
     # TiDB and PD addresses of the stand-ins; PD's scheme comes from the TidbCluster.
