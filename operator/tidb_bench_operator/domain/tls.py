@@ -238,8 +238,8 @@ PD_SERVER_TLS_DIR = "/var/lib/pd-tls"
 def pd_tls_dir(pod: Mapping[str, Any], client_secret: str | None, container: str) -> str | None:
     """Where the PD pod's container mounts a TLS Secret pd-ctl can use, or None.
 
-    The cluster client Secret wins when mounted; else the PD server Secret (its certificate
-    is issued for client auth too in TiDB Operator's procedures).
+    The cluster client Secret wins when mounted; else the PD server Secret (PD presents that
+    certificate as a client to the other PD members, so it serves pd-ctl as well).
     """
     raw = pod.get("spec")
     spec: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
