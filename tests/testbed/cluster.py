@@ -66,7 +66,7 @@ class Ports:
         self.apiserver = self.base + 2
         self.mariadb = self.base + 3
         self.kubelet = self.base + 4
-        self.mariadb_tls = self.base + 5  # started by the TLS tests only
+        self.mariadb_tls = self.base + 8  # started by the TLS tests only (+5 is Prometheus)
 
     def named(self) -> dict[str, int]:
         """Every port with the component that owns it."""
