@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/tests
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: test deps venv k8s lint types contracts unit e2e bench bench-input bench-guard fuzz soak testbed-up testbed-down demo clean crds
+.PHONY: test deps venv k8s lint types contracts unit e2e bench bench-input bench-guard fuzz soak testbed-up testbed-down demo clean crds docs-images
 
 test: deps venv k8s lint types contracts unit e2e
 
@@ -92,3 +92,14 @@ fuzz: venv
 # (controller kills, client pod deletions, API server restarts); every run must end.
 soak: venv deps k8s
 	$(BIN)/python -m testbed.soak
+
+# The report charts shown in the README, from the saved runs in docs/report/ (SVG kept beside
+# the PNG; tests/unit/test_docs_images.py fails when the code draws them differently now).
+REPORT := $(BIN)/tidb-bench report
+docs-images: venv
+	$(REPORT) docs/report/read-write-sweep.yaml --results docs/report/read-write-sweep-results.yaml \
+	  --svg docs/report-sweep.svg > /dev/null
+	$(REPORT) docs/report/point-select-tikv3.yaml --compare docs/report/point-select-tikv4.yaml \
+	  --compare examples/reference/published-sysbench.yaml --svg docs/report-compare.svg > /dev/null
+	$(REPORT) docs/report/failed-and-invalid.yaml --svg docs/report-failed-invalid.svg > /dev/null
+	for f in sweep compare failed-invalid; do rsvg-convert -o docs/report-$$f.png docs/report-$$f.svg; done

@@ -6,15 +6,22 @@ import argparse
 import json
 import math
 import os
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tidb_bench_operator import __version__
-from tidb_bench_operator.config import credentials_from_env, kubeconfig_from_env
+from tidb_bench_operator.config import credentials_from_env
 from tidb_bench_operator.errors import TidbBenchError
+from tidb_bench_operator.report_source import (
+    ScheduleSource,
+    compare_sources,
+    find_report_source,
+    find_schedule_source,
+    load_report_source,
+    read_input,
+)
 
 
 def _skew_bound(text: str) -> float:
@@ -74,32 +81,46 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--format", choices=["table", "json"], default="table")
 
     report = sub.add_parser(
-        "report", help="a run as Markdown tables (stdout) and optionally an SVG chart"
+        "report",
+        help="a run as Markdown tables (stdout), and optionally an SVG chart or one HTML file",
     )
     report.add_argument(
         "run",
         metavar="NAME|FILE",
         help="a BenchmarkRun in the cluster (KUBECONFIG), or a saved BenchmarkRun "
         "(kubectl get -o yaml/json) or its results ConfigMaps (kubectl get configmaps -l "
-        "tidbbench.io/run=NAME -o yaml); - reads stdin",
+        "tidbbench.io/run=NAME -o yaml); - reads stdin. schedule/NAME or a saved "
+        "BenchmarkSchedule: the schedule's history, change points and a trend chart per step",
     )
     report.add_argument(
         "-n", "--namespace", help="namespace of NAME (default: the kubeconfig context's)"
     )
     report.add_argument(
-        "--compare", metavar="RUN", help="another run (NAME or FILE): adds a delta table"
+        "--compare",
+        metavar="RUN|REFERENCE",
+        action="append",
+        default=[],
+        help="another run (NAME or FILE): a delta table and its curves overlaid; or a "
+        "BenchmarkReference file of published numbers (docs/reference-format.md), printed "
+        "with their source. Repeatable: one run and any number of reference files",
     )
     report.add_argument(
-        "--svg", metavar="OUT.svg", help="also write QPS and latency vs threads as SVG"
+        "--results",
+        metavar="CM.yaml",
+        help="the run's saved results ConfigMap, for the QPS-over-time charts of a saved "
+        "BenchmarkRun (a run read from the cluster fetches its own)",
+    )
+    report.add_argument(
+        "--svg",
+        metavar="OUT.svg",
+        help="also write the chart as SVG (render it to PNG with rsvg-convert)",
+    )
+    report.add_argument(
+        "--html",
+        metavar="OUT.html",
+        help="also write one self-contained HTML file: the chart and the tables",
     )
     return parser
-
-
-def _read(path: str) -> str:
-    """A whole input document (size-limited, BOM/UTF-16 aware); `-` reads stdin."""
-    from tidb_bench_operator.adapters.documents import read_document
-
-    return read_document(path)
 
 
 def _dumps(value: object) -> str:
@@ -168,8 +189,8 @@ def cmd_pd_check(args: argparse.Namespace) -> int:
     from tidb_bench_operator.domain.preflight.pdcheck import render_pd_check_table, run_pd_check
 
     result = run_pd_check(
-        _read(args.stores),
-        _read(args.operators) if args.operators else None,
+        read_input(args.stores),
+        read_input(args.operators) if args.operators else None,
         args.max_leader_size_skew,
         args.max_region_size_skew,
     )
@@ -186,7 +207,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     creds = credentials_from_env()
     results = run_local_sweep(
-        _read(args.file),
+        read_input(args.file),
         host=args.host,
         port=args.port,
         user=args.user or creds.user,
@@ -203,181 +224,93 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_report_source(text: str, origin: str) -> tuple[str, dict[str, Any]]:
-    """(run name, status dict) from a saved BenchmarkRun or results ConfigMap (YAML or JSON).
-
-    A results ConfigMap has no phase: it is Succeeded when every step succeeded, Failed when
-    one failed, else Running (it is rewritten after every step). The document is read
-    strictly (no aliases, bounded nesting, finite numbers only).
-    """
-    from tidb_bench_operator.adapters.documents import load_yaml
-
-    doc = load_yaml(text, origin)
-    if isinstance(doc, dict) and doc.get("kind") == "List":
-        items = doc.get("items") or []
-        if not isinstance(items, list):
-            raise TidbBenchError(
-                f"{origin}: a List of malformed objects; save exactly one run "
-                "(kubectl get benchmarkrun NAME -o yaml)"
-            )
-        if items and all(isinstance(i, dict) and i.get("kind") == "ConfigMap" for i in items):
-            return _from_results_configmaps(items, origin)
-        if len(items) != 1:
-            raise TidbBenchError(
-                f"{origin}: a List of {len(items)} objects; save exactly one run "
-                "(kubectl get benchmarkrun NAME -o yaml) or its results ConfigMaps "
-                "(kubectl get configmaps -l tidbbench.io/run=NAME -o yaml)"
-            )
-        doc = items[0]
-    if not isinstance(doc, dict):
-        raise TidbBenchError(f"{origin}: expected a BenchmarkRun or a results ConfigMap")
-    meta = doc.get("metadata") or {}
-    if not isinstance(meta, dict):
-        raise TidbBenchError(f"{origin}: metadata is not a mapping")
-    if doc.get("kind") == "ConfigMap":
-        return _from_results_configmaps([doc], origin)
-    if doc.get("kind") not in (None, "BenchmarkRun") or not isinstance(doc.get("status"), dict):
-        raise TidbBenchError(
-            f"{origin}: a {doc.get('kind') or 'document'} without a BenchmarkRun status; save "
-            "the run with kubectl get benchmarkrun NAME -o yaml"
-        )
-    _refuse_non_finite(doc["status"], f"{origin}: status")
-    return str(meta.get("name") or origin), dict(doc["status"])
-
-
-_NON_FINITE_WORDS = frozenset({"nan", "inf", "infinity"})
-
-
-def _refuse_non_finite(value: object, where: str) -> None:
-    """Refuse NaN/Infinity anywhere in a loaded document, also as strings a float reader
-    would accept ("nan", "-Infinity"): a report must not draw or compare them."""
-    stack: list[tuple[object, str]] = [(value, where)]
-    while stack:
-        item, at = stack.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            raise TidbBenchError(f"{at}: {item!r} is not a finite number")
-        if isinstance(item, str) and item.strip().lower().lstrip("+-") in _NON_FINITE_WORDS:
-            raise TidbBenchError(f"{at}: {item!r} is not a finite number")
-        if isinstance(item, dict):
-            stack.extend((v, f"{at}.{k}") for k, v in item.items())
-        elif isinstance(item, list):
-            stack.extend((v, f"{at}[{i}]") for i, v in enumerate(item))
-
-
-#: What a BenchmarkRun's name can be (an RFC 1123 subdomain); anything else is a path.
-_RUN_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
-_FILE_SUFFIXES = (".yaml", ".yml", ".json", ".txt")
-
-
-def _from_results_configmaps(
-    items: list[dict[str, Any]], origin: str
-) -> tuple[str, dict[str, Any]]:
-    """(run name, status) from a run's results ConfigMaps (domain.results_store).
-
-    They have no phase: it is Succeeded when every step succeeded, Failed when one failed,
-    else Running (the index is rewritten after every step). Read as strictly as a saved run:
-    shapes checked, JSON with bounded nesting, finite numbers only.
-    """
-    from tidb_bench_operator.domain.manifests import LABEL_RUN, owner_name
-    from tidb_bench_operator.domain.results_store import StoreError, read_store
-    from tidb_bench_operator.domain.untrusted import loads
-
-    by_name: dict[str, dict[str, str]] = {}
-    metas: dict[str, dict[str, Any]] = {}
-    for item in items:
-        meta, data = item.get("metadata") or {}, item.get("data") or {}
-        if not isinstance(meta, dict) or not isinstance(data, dict):
-            raise TidbBenchError(f"{origin}: a ConfigMap whose metadata or data is not a mapping")
-        name = str(meta.get("name"))
-        by_name[name] = {str(k): v for k, v in data.items() if isinstance(v, str)}
-        metas[name] = meta
-    index = next((n for n, d in by_name.items() if "steps.json" in d or "steps.parts" in d), None)
-    if index is None:
-        raise TidbBenchError(
-            f"{origin}: no ConfigMap with steps.json; is it a BenchmarkRun's results ConfigMap "
-            "(status.resultsConfigMap)? Save all of them with kubectl get configmaps -l "
-            "tidbbench.io/run=NAME -o yaml"
-        )
-    try:
-        stored = read_store(index, by_name, loads=lambda text: loads(text, f"{origin}: {index}"))
-    except StoreError as exc:
-        raise TidbBenchError(
-            f"{origin}: {exc}; save all of the run's results ConfigMaps with kubectl get "
-            "configmaps -l tidbbench.io/run=NAME -o yaml"
-        ) from None
-    except ValueError as exc:
-        raise TidbBenchError(f"{origin}: data.steps.json is not JSON: {exc}") from None
-    steps = stored.steps
-    if not all(isinstance(s, dict) for s in steps):
-        raise TidbBenchError(f"{origin}: data.steps.json is not a list of step objects")
-    _refuse_non_finite(steps, f"{origin}: data.steps.json")
-    phases = {str(s.get("phase")) for s in steps}
-    phase = (
-        "Failed" if "Failed" in phases
-        else "Succeeded" if steps and phases == {"Succeeded"}
-        else "Running"
-    )  # fmt: skip
-    meta = metas[index]
-    labels = meta.get("labels")
-    name = (
-        owner_name(meta, "BenchmarkRun")
-        or (labels.get(LABEL_RUN) if isinstance(labels, dict) else None)
-        or meta.get("name", origin)
-    )
-    return str(name), {"phase": phase, "steps": steps}
-
-
-def _report_source(ref: str, namespace: str | None) -> tuple[str, dict[str, Any]]:
-    """A run from a file (or stdin) when `ref` is one, else from the cluster by name."""
-    path = Path(ref)
-    if ref == "-" or path.is_file():
-        return load_report_source(_read(ref), ref)
-    if path.exists():
-        raise TidbBenchError(f"{ref}: not a regular file (a directory?); give a saved run's file")
-    if not _RUN_NAME.fullmatch(ref) or ref.endswith(_FILE_SUFFIXES):
-        raise TidbBenchError(
-            f"{ref}: no such file (and not a BenchmarkRun name, which is lower-case letters, "
-            "digits, '-' and '.'); check the path"
-        )
-    from tidb_bench_operator.adapters.k8s import Kube, KubeError, context_namespace, load_api_client
-
-    kubeconfig = kubeconfig_from_env()
-    ns = namespace or context_namespace(kubeconfig)
-    try:
-        api = load_api_client(kubeconfig)
-    except Exception as exc:  # the kubernetes client's config errors have no common base
-        raise TidbBenchError(
-            f"{ref}: no such file, and no cluster to look up a BenchmarkRun {ref!r} in "
-            f"({type(exc).__name__}: {exc}); give a saved run's file or set KUBECONFIG"
-        ) from None
-    try:
-        run = Kube(api).benchmark_run(ns, ref)
-    except KubeError as exc:
-        raise TidbBenchError(str(exc)) from None
-    if run is None:
-        raise TidbBenchError(
-            f"{ref}: no such file, and no BenchmarkRun {ref!r} in namespace {ns!r} "
-            "(kubectl get benchmarkruns -A lists them; --namespace picks one)"
-        )
-    return ref, dict(run.get("status") or {"phase": "Pending"})
-
-
 def cmd_report(args: argparse.Namespace) -> int:
-    """`tidb-bench report NAME|FILE`: Markdown on stdout, the chart with --svg."""
-    from tidb_bench_operator.domain.report import render_markdown, render_svg
+    """`tidb-bench report NAME|FILE`: Markdown on stdout, the chart with --svg, all of it
+    in one file with --html."""
+    from tidb_bench_operator.domain.report import render_markdown
+    from tidb_bench_operator.domain.report_chart import render_svg
+    from tidb_bench_operator.domain.report_html import render_html
 
-    name, status = _report_source(args.run, args.namespace)
-    compare = _report_source(args.compare, args.namespace) if args.compare else None
+    schedule = find_schedule_source(args.run, args.namespace)
+    if schedule is not None:
+        return _report_schedule(args, schedule)
+    source = find_report_source(args.run, args.namespace)
+    other, references = compare_sources(args.compare, args.namespace)
+    series = source.series
+    if args.results:
+        series = load_report_source(read_input(args.results), args.results).series
+        if series is None:
+            raise TidbBenchError(
+                f"{args.results}: no series.json in it; save the ConfigMap named in the "
+                "run's status.resultsConfigMap (kubectl get configmap NAME -o yaml)"
+            )
+    compare = (other.name, other.status) if other is not None else None
+    options: dict[str, Any] = {"spec": source.spec, "references": references}
+    target = ""
     try:
-        print(render_markdown(name, status, compare))
+        print(render_markdown(source.name, source.status, compare, **options))
         if args.svg:
-            Path(args.svg).write_text(render_svg(status, f"BenchmarkRun {name}"), encoding="utf-8")
+            target = args.svg
+            chart = render_svg(
+                source.status,
+                f"BenchmarkRun {source.name}",
+                compare=compare,
+                series=series,
+                **options,
+            )
+            Path(args.svg).write_text(chart, encoding="utf-8")
+        if args.html:
+            target = args.html
+            page = render_html(source.name, source.status, compare, series=series, **options)
+            Path(args.html).write_text(page, encoding="utf-8")
     except ValueError as exc:  # pydantic: a status this version cannot read
         raise TidbBenchError(
             f"{args.run}: not a BenchmarkRun status this version reads: {exc}"
         ) from None
     except OSError as exc:
-        raise TidbBenchError(f"cannot write {args.svg}: {exc.strerror}") from exc
+        raise TidbBenchError(f"cannot write {target}: {exc.strerror}") from exc
+    if args.html:
+        print(f"tidb-bench report: wrote {args.html}", file=sys.stderr)
+    return 0
+
+
+def _report_schedule(args: argparse.Namespace, schedule: ScheduleSource) -> int:
+    """A BenchmarkSchedule's trend: history table, change points, a chart per step."""
+    from tidb_bench_operator.domain.report_html import html_page
+    from tidb_bench_operator.domain.report_trend import (
+        render_schedule_markdown,
+        render_schedule_svg,
+        schedule_status,
+    )
+
+    if args.compare or args.results:
+        raise TidbBenchError(
+            f"{args.run}: --compare and --results are for runs; a schedule's report is its "
+            "own history"
+        )
+    try:
+        status = schedule_status(schedule.status)
+    except ValueError as exc:  # pydantic: a status this version cannot read
+        raise TidbBenchError(
+            f"{args.run}: not a BenchmarkSchedule status this version reads: {exc}"
+        ) from None
+    markdown = render_schedule_markdown(schedule.name, status)
+    print(markdown)
+    chart = render_schedule_svg(schedule.name, status)
+    for target, text in ((args.svg, chart), (args.html, None)):
+        if not target:
+            continue
+        page = (
+            text
+            if text is not None
+            else html_page(f"BenchmarkSchedule {schedule.name}", chart, markdown)
+        )
+        try:
+            Path(target).write_text(page, encoding="utf-8")
+        except OSError as exc:
+            raise TidbBenchError(f"cannot write {target}: {exc.strerror}") from exc
+    if args.html:
+        print(f"tidb-bench report: wrote {args.html}", file=sys.stderr)
     return 0
 
 

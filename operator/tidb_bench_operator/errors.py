@@ -14,6 +14,7 @@ drawing equal to the classes):
     │   ├── PDResponseError     adapters.pd     a non-200 answer
     │   └── PDExecError         adapters.pd     pd-ctl could not run in the PD pod
     ├── DatabaseError         adapters.mysql    the database refused or could not be reached
+    ├── TLSConfigError        adapters.tls      a client certificate Secret cannot be used
     ├── KubeError             adapters.k8s      an API call failed
     │   └── KubeForbidden       adapters.k8s    403: a RoleBinding is missing
     └── CrdsNotServed         wiring            the CRDs are not served at start

@@ -3,6 +3,10 @@
 The result goes to the termination message (at most 4 KiB, read from pod status, so the
 controller never depends on pod logs being readable); the full interval series is printed
 as one `TIDB-BENCH-SERIES` line at the end of the log for the results ConfigMap.
+
+Why over 500 lines: it is the whole of a benchmark pod's life (stopping on SIGTERM, running
+sysbench with the password and certificates kept out of argv, the step, the dataset, the
+entry point), each part used only here and by `tidb-bench run`.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tidb_bench_operator.adapters import mysql
+from tidb_bench_operator.adapters.tls import context_from_dir, sysbench_tls_files
 from tidb_bench_operator.config import Credentials, credentials_from_env
 from tidb_bench_operator.domain.runner_message import (
     ClientCpu,
@@ -74,6 +79,20 @@ class StepPlan:
     extra_args: list[str] = field(default_factory=list)
     start_at: datetime | None = None
     max_start_skew: float = 3.0
+    #: The mounted MySQL client certificate Secret (ca.crt, tls.crt, tls.key); None: no TLS.
+    tls_dir: str | None = None
+
+    def dsn(self, creds: Credentials) -> mysql.DSN:
+        """The runner's own SQL connection (dataset checks): with TLS when the plan has it."""
+        tls = None if self.tls_dir is None else context_from_dir(self.tls_dir)
+        return mysql.DSN(
+            self.host,
+            self.port,
+            creds.user,
+            creds.password,
+            tls=tls,
+            tls_source=f"the Secret mounted at {self.tls_dir}" if self.tls_dir else None,
+        )
 
 
 # ---------------------------------------------------------------------------- stopping
@@ -143,13 +162,25 @@ class Execution:
 
 
 def exec_sysbench(
-    argv: Sequence[str], creds: Credentials, out: TextIO | None, prefix: str = ""
+    argv: Sequence[str],
+    creds: Credentials,
+    out: TextIO | None,
+    prefix: str = "",
+    tls_dir: str | None = None,
 ) -> Execution:
-    """Run sysbench with the password in a private config file; stream lines to `out`."""
+    """Run sysbench with the password in a private config file; stream lines to `out`.
+
+    With `tls_dir`, sysbench connects with `--mysql-ssl=on`, run in the private directory
+    that holds the certificate files under the names it expects.
+    """
     with tempfile.TemporaryDirectory(prefix="tidb-bench-") as tmp:
         cfg = _config_file(creds, tmp)
+        ssl_args: list[str] = []
+        if tls_dir is not None:
+            sysbench_tls_files(tls_dir, tmp)
+            ssl_args = ["--mysql-ssl=on"]
         # --config-file must come before the test name to apply to the driver options.
-        full = [argv[0], f"--config-file={cfg}", *argv[1:]]
+        full = [argv[0], f"--config-file={cfg}", *ssl_args, *argv[1:]]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.monotonic()
         STOP.check()
@@ -163,6 +194,7 @@ def exec_sysbench(
                 text=True,
                 bufsize=1,
                 process_group=0,
+                cwd=tmp,
             )
         except FileNotFoundError as exc:
             raise SysbenchError(
@@ -259,7 +291,7 @@ def run_step(
         warm = build_sysbench_argv(command="run", time_seconds=plan.warmup, **common)
         if out is not None:
             out.write(f"tidb-bench: warm-up for {plan.warmup}s (results discarded)\n")
-        w = exec_sysbench(warm, creds, out, prefix="[warm-up] ")
+        w = exec_sysbench(warm, creds, out, prefix="[warm-up] ", tls_dir=plan.tls_dir)
         _succeeded(w, f"warm-up exited {w.exit_code}", workload=plan.workload)
         notes.append(f"warm-up: a separate {plan.warmup}s run before measuring, discarded")
     argv = build_sysbench_argv(
@@ -272,7 +304,7 @@ def run_step(
     )
     if out is not None:
         out.write("tidb-bench: " + " ".join(argv) + "\n")
-    ex = exec_sysbench(argv, creds, out)
+    ex = exec_sysbench(argv, creds, out, tls_dir=plan.tls_dir)
     parsed = parse_sysbench_output(ex.output, workload=plan.workload, threads=plan.threads)
     step = to_step_result(parsed, plan.workload, plan.threads)  # raises SysbenchError
     cpus = available_cpus()
@@ -311,7 +343,7 @@ def prepare_dataset(
     plan: StepPlan, creds: Credentials, policy: str, out: TextIO | None = sys.stdout
 ) -> DatasetReport:
     """IfMissing: reuse tables whose row counts match; Always: drop and load; Never: check."""
-    dsn = mysql.DSN(plan.host, plan.port, creds.user, creds.password)
+    dsn = plan.dsn(creds)
     tables = sbtest_tables(plan.tables)
     with mysql.connect(dsn) as conn:
         if not mysql.database_exists(conn, plan.db):
@@ -342,7 +374,9 @@ def prepare_dataset(
     common: dict[str, Any] = dict(_connection(plan, creds), extra_args=plan.extra_args)
     if any(c is not None for c in counts.values()):
         # Partial or stale tables (another size, an interrupted prepare): start over.
-        ex = exec_sysbench(build_sysbench_argv(command="cleanup", **common), creds, out)
+        ex = exec_sysbench(
+            build_sysbench_argv(command="cleanup", **common), creds, out, tls_dir=plan.tls_dir
+        )
         _succeeded(ex, f"sysbench cleanup exited {ex.exit_code}")
     argv = build_sysbench_argv(
         command="prepare",
@@ -351,7 +385,7 @@ def prepare_dataset(
         threads=min(plan.tables, 8),
         **common,
     )
-    ex = exec_sysbench(argv, creds, out)
+    ex = exec_sysbench(argv, creds, out, tls_dir=plan.tls_dir)
     _succeeded(ex, f"sysbench prepare exited {ex.exit_code}: " + ex.output[-500:])
     reason = "missing" if all(c is None for c in counts.values()) else "stale"
     return DatasetReport(
@@ -375,7 +409,7 @@ def analyze_and_warm(
     """
     if not (analyze or warm_up):
         return report
-    dsn = mysql.DSN(plan.host, plan.port, creds.user, creds.password)
+    dsn = plan.dsn(creds)
     update: dict[str, Any] = {}
     with mysql.connect(dsn, timeout=30.0) as conn:
         if analyze:
@@ -401,7 +435,7 @@ def cleanup_dataset(
 ) -> DatasetReport:
     """Drop the dataset's tables (`sysbench cleanup`)."""
     argv = build_sysbench_argv(command="cleanup", **_connection(plan, creds))
-    ex = exec_sysbench(argv, creds, out)
+    ex = exec_sysbench(argv, creds, out, tls_dir=plan.tls_dir)
     _succeeded(ex, f"sysbench cleanup exited {ex.exit_code}")
     return DatasetReport(action="cleaned", tables=plan.tables)
 
@@ -424,6 +458,7 @@ def add_runner_arguments(sub: Any) -> None:
         p.add_argument("--auto-inc", choices=["on", "off"], default="on")
         p.add_argument("--sysbench-arg", action="append", default=[], dest="extra_args")
         p.add_argument("--termination-log", default=TERMINATION_LOG)
+        p.add_argument("--tls-dir", help="the mounted MySQL client certificate Secret")
         if action == "step":
             p.add_argument("--threads", type=int, required=True)
             p.add_argument("--duration", type=int, required=True)
@@ -462,6 +497,7 @@ def plan_from_args(args: Any) -> StepPlan:
         extra_args=list(args.extra_args),
         start_at=getattr(args, "start_at", None),
         max_start_skew=getattr(args, "max_start_skew", 3.0),
+        tls_dir=getattr(args, "tls_dir", None),
     )
 
 

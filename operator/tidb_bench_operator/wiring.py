@@ -9,7 +9,13 @@ from typing import Any, Protocol
 
 from tidb_bench_operator.adapters import mysql
 from tidb_bench_operator.adapters.k8s import Kube, KubeError, load_api_client
-from tidb_bench_operator.adapters.pd import HTTPPDClient, make_pd_client
+from tidb_bench_operator.adapters.pd import (
+    HTTPPDClient,
+    PDClient,
+    UnavailablePDClient,
+    make_pd_client,
+)
+from tidb_bench_operator.adapters.tls import TLSConfigError, context_from_secret
 from tidb_bench_operator.config import Settings
 from tidb_bench_operator.domain.fingerprint import (
     PERFORMANCE_VARIABLES,
@@ -25,18 +31,54 @@ from tidb_bench_operator.reconcile.context import PdLookFn, ServerFactsFn
 from tidb_bench_operator.schedule_reconciler import ScheduleReconciler
 
 
+def run_dsn(kube: Kube, spec: BenchmarkRunSpec, namespace: str, endpoint: Endpoint) -> mysql.DSN:
+    """The run's database connection: its credentials and, with MySQL TLS, its certificate.
+
+    Read at use, never stored: the password and the key live only in this call's memory.
+    """
+    ref = spec.credentials
+    user = kube.secret_value(namespace, ref.secret_ref.name, ref.user_key)
+    password = kube.secret_value(namespace, ref.secret_ref.name, ref.password_key)
+    secret = endpoint.mysql_tls_secret
+    tls = None if secret is None else context_from_secret(kube.secret_value, namespace, secret)
+    return mysql.DSN(
+        endpoint.host,
+        endpoint.port,
+        user or "",
+        password or "",
+        tls=tls,
+        tls_source=f"Secret {namespace}/{secret}" if secret else None,
+    )
+
+
+def _pd_client(
+    kube: Kube,
+    api: Any,
+    spec: BenchmarkRunSpec,
+    namespace: str,
+    endpoint: Endpoint,
+    timeout: float = 5.0,
+) -> PDClient | None:
+    """The PD client, with PD's client certificate when the run uses TLS to PD."""
+    tls = None
+    if endpoint.pd_tls_secret is not None and endpoint.pd_url is not None:
+        try:
+            tls = context_from_secret(kube.secret_value, namespace, endpoint.pd_tls_secret)
+        except TLSConfigError as exc:
+            return UnavailablePDClient(str(exc), f"PD HTTP {endpoint.pd_url}")
+    return make_pd_client(
+        spec.preflight.pd_transport, endpoint, kube, api, tls=tls, timeout=timeout
+    )
+
+
 def build_preflight(kube: Kube, api: Any) -> PreflightFn:
     """The preflight gate with real PD, Kubernetes and MySQL adapters."""
 
     def preflight(spec: BenchmarkRunSpec, namespace: str, endpoint: Endpoint) -> PreflightOutcome:
-        pd = make_pd_client(spec.preflight.pd_transport, endpoint, kube, api)
+        pd = _pd_client(kube, api, spec, namespace, endpoint)
 
         def dsn() -> mysql.DSN:
-            # Read at use, never stored: the password lives only in this call's memory.
-            ref = spec.credentials
-            user = kube.secret_value(namespace, ref.secret_ref.name, ref.user_key)
-            password = kube.secret_value(namespace, ref.secret_ref.name, ref.password_key)
-            return mysql.DSN(endpoint.host, endpoint.port, user or "", password or "")
+            return run_dsn(kube, spec, namespace, endpoint)
 
         out = gate.run_preflight(
             spec, namespace, kube=kube, pd=pd, db=mysql.connector(dsn), endpoint=endpoint
@@ -50,7 +92,7 @@ def build_pd_look(kube: Kube, api: Any) -> PdLookFn:
     """PD as the guard polls it: stores, pending operators, the leader (HTTP only)."""
 
     def pd_look(spec: BenchmarkRunSpec, namespace: str, endpoint: Endpoint) -> PdLook:
-        pd = make_pd_client(spec.preflight.pd_transport, endpoint, kube, api, timeout=3.0)
+        pd = _pd_client(kube, api, spec, namespace, endpoint, timeout=3.0)
         if pd is None:
             return PdLook(stores=[], pending_operators=0, errors=["no PD address"])
         try:
@@ -75,11 +117,8 @@ def build_server_facts(kube: Kube) -> ServerFactsFn:
     """
 
     def server_facts(spec: BenchmarkRunSpec, namespace: str, endpoint: Endpoint) -> Fingerprint:
-        ref = spec.credentials
         try:
-            user = kube.secret_value(namespace, ref.secret_ref.name, ref.user_key)
-            password = kube.secret_value(namespace, ref.secret_ref.name, ref.password_key)
-            dsn = mysql.DSN(endpoint.host, endpoint.port, user or "", password or "")
+            dsn = run_dsn(kube, spec, namespace, endpoint)
             with mysql.connect(dsn, timeout=5.0) as conn:
                 return server_fingerprint(
                     mysql.global_variables(conn, PERFORMANCE_VARIABLES),

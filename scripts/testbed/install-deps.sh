@@ -11,6 +11,9 @@ command -v unshare >/dev/null || need+=(util-linux)
 command -v kubectl >/dev/null || need+=(kubectl)
 command -v rsync >/dev/null || need+=(rsync)
 command -v rsvg-convert >/dev/null || need+=(librsvg2-bin)
+# Prometheus scrapes the controller pod in e2e; promtool (same package) checks and unit-tests
+# deploy/overlays/monitoring's alert rules in `make test`.
+command -v prometheus >/dev/null || need+=(prometheus)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 echo "install-deps: apt-get install ${need[*]}"
 export DEBIAN_FRONTEND=noninteractive
@@ -22,7 +25,7 @@ if ! { apt-get update && apt-get install -y --no-install-recommends "${need[@]}"
 fi
 # Debian starts services from postinst where it can; the test bed runs its own instances.
 # Without systemd, policy-rc.d usually stops them from starting at all; stop them if they did.
-for svc in mariadb etcd; do
+for svc in mariadb etcd prometheus; do
   if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then systemctl stop "$svc" || true; fi
 done
 rm -f "$log"

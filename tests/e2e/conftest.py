@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,11 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from testbed.bed import bring_up, tear_down
+from testbed.certs import CA, Pem
 from testbed.cluster import Testbed
 from testbed.crds import install_project_crds
 from testbed.kube import api_client, wait_for
-from testbed.services import mariadb_info
+from testbed.services import mariadb_info, start_mariadb_tls, stop_mariadb_tls
 
 
 @pytest.fixture(scope="session")
@@ -153,7 +155,13 @@ def controller(testbed: Testbed, crds: None) -> Iterator[Controller]:
         testbed,
         testbed.kubeconfig,
         testbed.logs / f"controller-{SESSION}.log",
-        {"TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS": "20", "TIDB_BENCH_LIVENESS": ""},
+        # No metrics port: the default (9090) would collide with another test bed's
+        # controller on the same machine; test_metrics_report starts its own on a free port.
+        {
+            "TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS": "20",
+            "TIDB_BENCH_LIVENESS": "",
+            "TIDB_BENCH_METRICS_PORT": "0",
+        },
     )
     ctl.start()
     yield ctl
@@ -171,3 +179,27 @@ def db_secret(core: client.CoreV1Api, namespace: str, mariadb: dict[str, Any]) -
         },
     )
     return "db"
+
+
+# ---------------------------------------------------------------------- TLS
+@dataclass(frozen=True)
+class TlsBed:
+    """A CA with a client certificate, a foreign CA's, and a MariaDB that requires TLS."""
+
+    ca: CA
+    client: Pem
+    #: A client certificate signed by another CA: the servers refuse it.
+    foreign_client: Pem
+    db: dict[str, Any]
+
+
+@pytest.fixture(scope="session")
+def tls_bed(testbed: Testbed) -> Iterator[TlsBed]:
+    """A second MariaDB (require_secure_transport, a REQUIRE X509 user), started on demand."""
+    ca = CA("tidb-bench test CA")
+    server = ca.issue("tidb", server=True)
+    db = start_mariadb_tls(testbed, ca.pem, server.cert, server.key)
+    try:
+        yield TlsBed(ca, ca.issue("tidb-bench"), CA("another CA").issue("tidb-bench"), db)
+    finally:
+        stop_mariadb_tls(testbed)

@@ -12,8 +12,17 @@ import pymysql
 import pytest
 from kubernetes import client
 
+from testbed.cluster import Testbed
 from testbed.kube import create_standin_cluster
-from testbed.runs import GROUP, VERSION, create_run, get_run, run_manifest, wait_run
+from testbed.runs import (
+    GROUP,
+    VERSION,
+    create_run,
+    get_run,
+    run_manifest,
+    tidb_bench_report,
+    wait_run,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -154,6 +163,7 @@ def test_a_changed_tidb_image_between_two_nightly_runs_is_named_in_the_runs_stat
     db_secret: str,
     mariadb: dict[str, Any],
     controller: Any,
+    testbed: Testbed,
 ) -> None:
     custom = client.CustomObjectsApi(api)
     create_standin_cluster(
@@ -206,3 +216,7 @@ def test_a_changed_tidb_image_between_two_nightly_runs_is_named_in_the_runs_stat
         in (cond["message"])
     )
     print(f"\nnight-2 Regressed={cond['status']} ({cond['reason']}): {cond['message']}")
+    # The report says it too, under the schedule's verdict.
+    report = tidb_bench_report(testbed.kubeconfig, "night-2", "--namespace", namespace)
+    assert "## Against the schedule's baseline" in report
+    assert "- tidb image pingcap/tidb:v8.1.0 → pingcap/tidb:v8.1.1" in report

@@ -197,7 +197,19 @@ def test_report_renders_a_live_run_and_its_saved_yaml_with_both_curves(
         assert f"| {step['threads']} | {step['qps']:,.0f} |" in live.stdout
     text = svg.read_text()
     assert 'class="qps"' in text and 'class="latency"' in text
-    assert ">threads<" in text and ">QPS<" in text and "p95 latency (ms)" in text
+    assert ">threads (log scale" in text and ">QPS<" in text and "p95 latency (ms)" in text
+    # The live run's interval series came from its results ConfigMap: QPS over time per step.
+    assert text.count('class="interval-qps"') == len(run["status"]["steps"])
+    html = tmp_path / "reported.html"
+    subprocess.run(
+        [TIDB_BENCH, "report", "reported", "--namespace", ns, "--html", str(html)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    page = html.read_text()
+    assert page.count("<svg") == 1 and "<table>" in page
 
     saved = tmp_path / "reported.yaml"
     saved.write_text(yaml.safe_dump(get_run(api, ns, "reported")))

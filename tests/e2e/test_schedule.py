@@ -17,7 +17,16 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from testbed.runs import GROUP, VERSION, create_run, get_run, run_manifest, wait_run
+from testbed.cluster import Testbed
+from testbed.runs import (
+    GROUP,
+    VERSION,
+    create_run,
+    get_run,
+    run_manifest,
+    tidb_bench_report,
+    wait_run,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -332,6 +341,8 @@ def test_nightly_runs_with_three_trials_flag_a_planted_slowdown_and_not_a_quiet_
     ns: str,
     db_secret: str,
     mariadb: dict[str, Any],
+    testbed: Testbed,
+    tmp_path: Path,
 ) -> None:
     namespace = ns
     name = ""
@@ -468,3 +479,28 @@ def test_nightly_runs_with_three_trials_flag_a_planted_slowdown_and_not_a_quiet_
         f"{name}-quiet",
         planted,
     ]
+
+    # The report of the planted night: each step's trials and interval in the table and on
+    # the chart, and the verdict with its p-values under the schedule's baseline.
+    chart = tmp_path / "planted.svg"
+    report = tidb_bench_report(
+        testbed.kubeconfig, planted, "--namespace", namespace, "--svg", str(chart)
+    )
+    print("\n" + report)
+    assert "| QPS (median) | QPS 95% interval | CV |" in report
+    for step in judged["status"]["steps"]:
+        low, high = step["qpsTrials"]["ciLow"], step["qpsTrials"]["ciHigh"]
+        assert (
+            f"| {step['threads']} | {step['qps']:,.0f} | {low:,.0f}–{high:,.0f} (n=3) |" in report
+        )
+    assert "## Against the schedule's baseline" in report and "| **Regressed** |" in report
+    svg = chart.read_text()
+    assert svg.count('class="qps-interval"') == len(judged["status"]["steps"])
+    assert svg.count('class="trial"') == 3 * len(judged["status"]["steps"])
+    # The schedule's trend: its five nights, one panel per step.
+    trend = tmp_path / "trend.svg"
+    report = tidb_bench_report(
+        testbed.kubeconfig, f"schedule/{name}", "--namespace", namespace, "--svg", str(trend)
+    )
+    assert f"| 5 | {planted} |" in report and "Latest verdict: **Regressed**" in report
+    assert trend.read_text().count('class="trend"') == len(judged["status"]["steps"])

@@ -1,8 +1,11 @@
-"""The database password never leaves its Secret: searched for in everything a run produced.
+"""The database password and TLS private keys never leave their Secrets: searched for in
+everything a run produced.
 
-Two runs as deploy/'s ServiceAccount, with the controller at debug verbosity: one that
-succeeds with the real password, and one whose Secret holds a wrong (but equally searched
-for) password, so the failure paths, where a leak is likeliest, are covered too.
+Runs as deploy/'s ServiceAccount, with the controller at debug verbosity: one that succeeds
+with the real password, one whose Secret holds a wrong (but equally searched for) password,
+one over TLS with a client certificate (the MariaDB that requires X509), and one whose client
+certificate the server refuses, so the failure paths, where a leak is likeliest, are
+covered too. The private keys are searched for whole and line by line of their PEM body.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from e2e.conftest import Controller
+from e2e.conftest import Controller, TlsBed
+from testbed.certs import secret_data
 from testbed.cluster import Testbed
 from testbed.deploy import (
     create_namespace,
@@ -36,6 +40,13 @@ def needles(password: str) -> list[str]:
     return [password, base64.b64encode(password.encode()).decode(), json.dumps(password)[1:-1]]
 
 
+def key_needles(pem: str) -> list[str]:
+    """A private key as it could leak: whole, base64 of it, JSON-escaped, each body line."""
+    body = [ln for ln in pem.splitlines() if ln and not ln.startswith("-----")]
+    assert body and all(len(ln) >= 16 for ln in body[:-1])
+    return [*needles(pem), *body]
+
+
 def found(haystacks: dict[str, str], words: list[str]) -> list[str]:
     return [f"{where}: {w!r}" for where, text in haystacks.items() for w in words if w in text]
 
@@ -47,22 +58,24 @@ def finished(
     core: client.CoreV1Api,
     mariadb: dict[str, Any],
     crds: None,
+    tls_bed: TlsBed,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[str, Controller, str]]:
-    """Namespace, controller and wrong password once both runs are finished."""
+    """Namespace, controller and wrong password once all runs are finished."""
     uninstall(testbed)
     install(testbed)
     ns = create_namespace(testbed, "tbsecrets")
     enable_namespace(testbed, ns)
     wrong = f"canary-{secrets.token_hex(8)}"
-    for name, password in (("db", str(mariadb["password"])), ("wrong", wrong)):
-        core.create_namespaced_secret(
-            ns,
-            {
-                "metadata": {"name": name},
-                "stringData": {"user": str(mariadb["user"]), "password": password},
-            },
-        )
+    db = tls_bed.db
+    for name, data in (
+        ("db", {"user": str(mariadb["user"]), "password": str(mariadb["password"])}),
+        ("wrong", {"user": str(mariadb["user"]), "password": wrong}),
+        ("dbtls", {"user": str(db["user"]), "password": str(db["password"])}),
+        ("mysql-client", secret_data(tls_bed.ca, tls_bed.client)),
+        ("mysql-foreign", secret_data(tls_bed.ca, tls_bed.foreign_client)),
+    ):
+        core.create_namespaced_secret(ns, {"metadata": {"name": name}, "stringData": data})
     ctl = Controller(
         testbed,
         operator_kubeconfig(testbed, tmp_path_factory.mktemp("sa") / "kubeconfig"),
@@ -84,10 +97,23 @@ def finished(
                 preflight={"policy": "Warn"},
             ),
         )
+        for name, secret in (("tls", "mysql-client"), ("tlsbad", "mysql-foreign")):
+            body = run_manifest(
+                name,
+                db,
+                credentials={"secretRef": {"name": "dbtls"}},
+                tls={"mysql": {"enabled": True, "secretRef": {"name": secret}}},
+                preflight={"policy": "Warn"},
+            )
+            create_run(api, ns, body)
         good = wait_run(api, ns, "good", timeout=300)
         bad = wait_run(api, ns, "bad", timeout=300)
+        tls = wait_run(api, ns, "tls", timeout=300)
+        tlsbad = wait_run(api, ns, "tlsbad", timeout=300)
         assert good["status"]["phase"] == "Succeeded", good["status"]
         assert bad["status"]["phase"] == "Failed", bad["status"]
+        assert tls["status"]["phase"] == "Succeeded", tls["status"]
+        assert tlsbad["status"]["phase"] == "Failed", tlsbad["status"]
         yield ns, ctl, wrong
     finally:
         ctl.stop()
@@ -124,7 +150,10 @@ def everything_written(api: client.ApiClient, ns: str, ctl: Controller) -> dict[
 
 
 def test_the_password_appears_nowhere_the_controller_or_its_pods_wrote(
-    api: client.ApiClient, mariadb: dict[str, Any], finished: tuple[str, Controller, str]
+    api: client.ApiClient,
+    mariadb: dict[str, Any],
+    tls_bed: TlsBed,
+    finished: tuple[str, Controller, str],
 ) -> None:
     ns, ctl, wrong = finished
     written = everything_written(api, ns, ctl)
@@ -134,6 +163,12 @@ def test_the_password_appears_nowhere_the_controller_or_its_pods_wrote(
     # The runs really used the Secrets: one measured, one was refused by the server.
     assert "Access denied" in written["BenchmarkRun bad"], written["BenchmarkRun bad"][-2000:]
     assert found(written, needles(str(mariadb["password"])) + needles(wrong)) == []
+    # The TLS runs really used the client certificates: one measured, one was refused.
+    assert "TLSV1_ALERT_UNKNOWN_CA" in written["BenchmarkRun tlsbad"], written[
+        "BenchmarkRun tlsbad"
+    ][-2000:]
+    keys = key_needles(tls_bed.client.key) + key_needles(tls_bed.foreign_client.key)
+    assert found(written, keys + needles(str(tls_bed.db["password"]))) == []
 
 
 def test_the_search_would_have_found_a_leak(
@@ -145,3 +180,19 @@ def test_the_search_would_have_found_a_leak(
         api, core.read_namespaced_secret("wrong", ns)
     )
     assert found({"Secret wrong": json.dumps(secret)}, needles(wrong)) != []
+
+
+def test_the_search_would_have_found_a_leaked_key(
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    tls_bed: TlsBed,
+    finished: tuple[str, Controller, str],
+) -> None:
+    """A control for the keys: found in their Secret, and in one line of a log."""
+    ns, _, _ = finished
+    secret = client.ApiClient.sanitize_for_serialization(
+        api, core.read_namespaced_secret("mysql-client", ns)
+    )
+    assert found({"Secret": json.dumps(secret)}, key_needles(tls_bed.client.key)) != []
+    line = tls_bed.client.key.splitlines()[2]
+    assert found({"a log": f"x {line} y"}, key_needles(tls_bed.client.key)) != []

@@ -14,13 +14,14 @@ import json
 import math
 from collections.abc import Callable
 
-from tidb_bench_operator.cli import load_report_source
 from tidb_bench_operator.domain.pd import parse_operators, parse_stores
 from tidb_bench_operator.domain.preflight.pdcheck import run_pd_check
-from tidb_bench_operator.domain.report import render_markdown, render_svg
+from tidb_bench_operator.domain.report import render_markdown
+from tidb_bench_operator.domain.report_chart import render_svg
 from tidb_bench_operator.domain.sysbench import parse_sysbench_output, to_step_result
 from tidb_bench_operator.domain.untrusted import decode_text
 from tidb_bench_operator.errors import TidbBenchError
+from tidb_bench_operator.report_source import load_report_source
 from tidb_bench_operator.sweep import load_spec_text
 
 

@@ -16,6 +16,21 @@ What it does, as a kubelet would:
   annotation `testbed.tidbbench.io/fault: OOMKilled|Evicted` kills a running pod's
   processes and reports it as the kubelet would (terminated OOMKilled, exit 137; or the pod
   Failed with reason Evicted);
+- a container without a `command` runs its image's entrypoint, mapped to the project's own
+  installed command (IMAGE_ENTRYPOINTS: the Dockerfile's ENTRYPOINT found on the node's PATH,
+  i.e. the venv's `tidb-bench`);
+- secret, configMap and emptyDir volumes are written to a per-pod directory and bind-mounted
+  at their mountPath inside the container's private mount namespace. Paths under /run
+  (/var/run/secrets/kubernetes.io/serviceaccount: the ServiceAccount token, CA and namespace
+  that the API server's ServiceAccount admission adds) are reached through an overlay of
+  /run whose writes stay in the per-pod directory, so the host's /run is never changed;
+- KUBERNETES_SERVICE_HOST/PORT point at the API server (the agent's own, on loopback: there
+  is no kube-proxy for the `kubernetes` Service's ClusterIP), as the kubelet sets them;
+- pods with restartPolicy Always (a Deployment's) are supervised: httpGet/tcpSocket
+  liveness and readiness probes run on their schedule; readiness sets the container's and
+  the pod's Ready; failureThreshold failed liveness probes kill the container, which is
+  restarted (with back-off) like one that exited, counting restartCount and keeping
+  lastState; a Warning Event `Unhealthy` is recorded as the kubelet does;
 - `GET /containerLogs/<ns>/<pod>/<container>` on one HTTPS port serves logs to the apiserver
   (`kubectl logs`, the Python client's read_namespaced_pod_log);
 - `/exec/<ns>/<pod>/<container>?command=...` on the same port speaks the kubelet's WebSocket
@@ -38,6 +53,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import shutil
 import signal
 import ssl
@@ -47,7 +63,10 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +82,19 @@ MAX_TERMINATION_MESSAGE = 4096
 FAULT_ANNOTATION = "testbed.tidbbench.io/fault"
 #: Seconds (one try each) a pod status update is retried while the API server is away.
 STATUS_RETRIES = 120
+#: Images whose entrypoint the node "has": repository -> the Dockerfile's ENTRYPOINT, looked
+#: up on the node's PATH (the venv's bin first). A unit test keeps it equal to the Dockerfile
+#: and to deploy/'s image.
+IMAGE_ENTRYPOINTS = {"ghcr.io/tidb-bench/tidb-bench-operator": ["tidb-bench"]}
+#: Restart back-off of a crashed container: the kubelet's 10 s doubling to 5 min, scaled down.
+RESTART_BACKOFF = (1.0, 2.0, 4.0, 8.0)
+
+
+def image_repository(image: str) -> str:
+    """ghcr.io/x/y:1.0 -> ghcr.io/x/y (tag and digest removed; a registry port is kept)."""
+    image = image.split("@", 1)[0]
+    last = image.rsplit("/", 1)[-1]
+    return image[: len(image) - len(last)] + last.split(":", 1)[0]
 
 
 def now() -> str:
@@ -83,6 +115,13 @@ class Agent:
         self.lock = threading.Lock()
         self.grace: dict[str, float] = {}
         self.faults: dict[str, str] = {}
+        server = urllib.parse.urlparse(api.api_client.configuration.host)
+        self.service_env = {
+            "KUBERNETES_SERVICE_HOST": server.hostname or "127.0.0.1",
+            "KUBERNETES_SERVICE_PORT": str(server.port or 443),
+            "KUBERNETES_SERVICE_PORT_HTTPS": str(server.port or 443),
+            "KUBERNETES_PORT": f"tcp://{server.hostname}:{server.port}",
+        }
 
     # ---- watch loop --------------------------------------------------------------------
     def run(self) -> None:
@@ -149,6 +188,8 @@ class Agent:
             or annotations.get(STANDIN_ANNOTATION) == "true"
         ):
             self.mark_standin_running(pod)
+        elif pod.spec.restart_policy == "Always":
+            threading.Thread(target=self.run_service_pod, args=(pod,), daemon=True).start()
         else:
             threading.Thread(target=self.run_pod, args=(pod,), daemon=True).start()
 
@@ -381,15 +422,164 @@ class Agent:
         st["containerStatuses"] = statuses
         self.patch_status(pod, self.faulted_status(pod, st))
 
+    # ---- pods that run until deleted (restartPolicy Always): probes and restarts ---------
+    def run_service_pod(self, pod: Any) -> None:
+        """Run each container, restart it when it exits or fails its liveness probe, and
+        keep the pod's status (ready, restartCount, lastState) as the kubelet reports it."""
+        uid = pod.metadata.uid
+        with self.lock:
+            self.procs[uid] = []
+            self.grace[uid] = float(pod.spec.termination_grace_period_seconds or 30)
+        states = {c.name: ContainerState(c) for c in pod.spec.containers}
+        publish = threading.Lock()
+
+        def report() -> None:
+            with publish:
+                st = self.base_status(pod, "Running")
+                ready = all(s.ready for s in states.values())
+                st["conditions"] = self.conditions(ready)
+                st["containerStatuses"] = [s.status() for s in states.values()]
+                with self.lock:
+                    if uid not in self.procs:
+                        return  # deleted meanwhile: nothing to report
+                self.patch_status(pod, st)
+
+        threads = [
+            threading.Thread(target=self.supervise, args=(pod, s, report), daemon=True)
+            for s in states.values()
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    def alive(self, uid: str) -> bool:
+        with self.lock:
+            return uid in self.procs
+
+    def supervise(self, pod: Any, state: ContainerState, report: Any) -> None:
+        ns, name, uid = pod.metadata.namespace, pod.metadata.name, pod.metadata.uid
+        c = state.container
+        logfile = self.logs / f"{ns}_{name}_{c.name}.log"
+        termfile = self.workdir / "termination" / uid / c.name
+        termfile.parent.mkdir(parents=True, exist_ok=True)
+        while self.alive(uid):
+            termfile.write_text("")
+            try:
+                proc = self.start_container(pod, c, logfile, termfile)
+            except Exception as exc:
+                with logfile.open("a") as f:
+                    f.write(f"testbed agent: cannot start container: {exc}\n")
+                state.waiting = {"reason": "CreateContainerConfigError", "message": str(exc)}
+                report()
+                time.sleep(RESTART_BACKOFF[-1])
+                continue
+            with self.lock:
+                if uid not in self.procs:
+                    kill_group(proc)
+                    return
+                self.procs[uid].append(proc)
+            state.started(now(), ready=c.readiness_probe is None)
+            report()
+            killed_by_probe = self.watch_probes(pod, state, proc, report)
+            code = proc.wait()
+            if code < 0:
+                code = 128 - code
+            with self.lock:
+                if proc in self.procs.get(uid, []):
+                    self.procs[uid].remove(proc)
+            if not self.alive(uid):
+                return
+            message = termfile.read_text(errors="replace")[:MAX_TERMINATION_MESSAGE]
+            state.terminated(code, killed_by_probe, message)
+            backoff = RESTART_BACKOFF[min(state.restart_count, len(RESTART_BACKOFF) - 1)]
+            state.restart_count += 1
+            state.waiting = {
+                "reason": "CrashLoopBackOff",
+                "message": f"back-off {backoff:g}s restarting failed container={c.name} "
+                f"pod={name}_{ns}({uid})",
+            }
+            report()
+            log.info("%s/%s container %s exited %d; restarting in %gs", ns, name, c.name, code,
+                     backoff)  # fmt: skip
+            time.sleep(backoff)
+
+    def watch_probes(
+        self, pod: Any, state: ContainerState, proc: subprocess.Popen[bytes], report: Any
+    ) -> bool:
+        """Probe until the process exits; True when a failed liveness probe killed it."""
+        c = state.container
+        start = time.monotonic()
+        probes = [
+            Prober("Liveness", c.liveness_probe, c, start),
+            Prober("Readiness", c.readiness_probe, c, start),
+        ]
+        while proc.poll() is None:
+            time.sleep(0.2)
+            if not self.alive(pod.metadata.uid):
+                return False
+            for probe in probes:
+                result = probe.due(time.monotonic())
+                if result is None:
+                    continue
+                ok, detail = result
+                if not ok:
+                    self.event(pod, "Warning", "Unhealthy", f"{probe.kind} probe failed: {detail}")
+                if probe.kind == "Readiness" and ok != state.ready:
+                    state.ready = ok
+                    report()
+                if probe.kind == "Liveness" and probe.failures >= probe.threshold:
+                    self.event(
+                        pod,
+                        "Normal",
+                        "Killing",
+                        f"Container {c.name} failed liveness probe, will be restarted",
+                    )
+                    kill_group(proc)
+                    return True
+        return False
+
+    def event(self, pod: Any, type_: str, reason: str, message: str) -> None:
+        """An Event on the pod, from component `kubelet` as the real one records them."""
+        ts = dt.datetime.now(dt.UTC)
+        body = {
+            "metadata": {
+                "generateName": f"{pod.metadata.name}.",
+                "namespace": pod.metadata.namespace,
+            },
+            "involvedObject": {
+                "kind": "Pod",
+                "namespace": pod.metadata.namespace,
+                "name": pod.metadata.name,
+                "uid": pod.metadata.uid,
+                "apiVersion": "v1",
+            },
+            "reason": reason,
+            "message": message,
+            "type": type_,
+            "source": {"component": "kubelet", "host": pod.spec.node_name},
+            "firstTimestamp": ts.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "lastTimestamp": ts.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "count": 1,
+        }
+        try:
+            self.api.create_namespaced_event(pod.metadata.namespace, body)
+        except ApiException as exc:
+            log.warning("event %s on %s not recorded: %s", reason, pod.metadata.name, exc.reason)
+
     def start_container(
         self, pod: Any, c: Any, logfile: Path, termfile: Path
     ) -> subprocess.Popen[bytes]:
         env = self.resolve_env(pod, c)
-        argv = [expand(a, env) for a in (c.command or []) + (c.args or [])]
-        if not c.command:
+        command = list(c.command or [])
+        if not command:
+            command = list(IMAGE_ENTRYPOINTS.get(image_repository(c.image or ""), []))
+        if not command:
             raise ValueError(
-                f"container {c.name!r} has no command: the test bed runs commands, not images"
+                f"container {c.name!r} has no command and its image {c.image!r} has no "
+                f"entrypoint known to the test bed (known: {', '.join(IMAGE_ENTRYPOINTS)})"
             )
+        argv = [expand(a, env) for a in command + list(c.args or [])]
         exe = shutil.which(argv[0], path=env["PATH"])
         if exe is None:
             raise ValueError(f"executable {argv[0]!r} not found on the test bed node's PATH")
@@ -403,6 +593,7 @@ class Agent:
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             target.touch()
+        mounts = [(str(termfile), tpath, False), *self.volume_mounts(pod, c)]
         wrapped = [
             "unshare",
             "-m",
@@ -410,9 +601,8 @@ class Agent:
             "private",
             "sh",
             "-c",
-            'mount --bind "$0" "$1" && shift && exec "$@"',
-            str(termfile),
-            tpath,
+            mount_script(mounts, self.workdir / "run-overlay" / pod.metadata.uid / c.name),
+            "sh",
             *argv,
         ]
         out = logfile.open("ab")
@@ -429,6 +619,49 @@ class Agent:
         finally:
             out.close()
 
+    def volume_mounts(self, pod: Any, c: Any) -> list[tuple[str, str, bool]]:
+        """(source dir, mountPath, read-only) of the container's volumes, their content
+        written under the agent's workdir (secret and configMap items, emptyDir empty)."""
+        volumes = {v.name: v for v in pod.spec.volumes or []}
+        mounts = []
+        for vm in c.volume_mounts or []:
+            volume = volumes.get(vm.name)
+            if volume is None:
+                raise ValueError(f"volumeMount {vm.name!r} names no volume of the pod")
+            source = self.workdir / "volumes" / pod.metadata.uid / vm.name
+            if not source.exists():
+                source.mkdir(parents=True)
+                files: dict[str, str] = {}
+                mode = 0o644
+                if volume.secret is not None:
+                    files = self.read_secret(pod.metadata.namespace, volume.secret.secret_name)
+                    mode = volume.secret.default_mode or mode
+                elif volume.config_map is not None:
+                    cm = self.api.read_namespaced_config_map(
+                        volume.config_map.name, pod.metadata.namespace
+                    )
+                    files = dict(cm.data or {})
+                    mode = volume.config_map.default_mode or mode
+                elif volume.empty_dir is not None:
+                    source.chmod(0o1777)  # as the kubelet makes emptyDir: writable by any uid
+                else:
+                    raise ValueError(
+                        f"volume {vm.name!r}: only secret, configMap and emptyDir volumes "
+                        "are supported on the test bed"
+                    )
+                for key, value in files.items():
+                    (source / key).write_text(value)
+                    (source / key).chmod(mode)
+            path = vm.mount_path
+            if not (Path(path).exists() or under_run(path)):
+                raise ValueError(
+                    f"volumeMount {vm.name!r}: {path} does not exist on the test bed node "
+                    "(only existing paths and paths under /run can be mount points)"
+                )
+            mounts.append((str(source / vm.sub_path) if vm.sub_path else str(source), path,
+                           bool(vm.read_only)))  # fmt: skip
+        return mounts
+
     def resolve_env(self, pod: Any, c: Any) -> dict[str, str]:
         ns = pod.metadata.namespace
         env = {
@@ -437,6 +670,7 @@ class Agent:
             "HOME": "/tmp",
             "HOSTNAME": pod.metadata.name,
             "LANG": "C.UTF-8",
+            **self.service_env,
         }
         for src in c.env_from or []:
             prefix = src.prefix or ""
@@ -514,6 +748,111 @@ def stop_gracefully(proc: subprocess.Popen[bytes], grace: float) -> None:
         proc.wait(timeout=5)
 
 
+class ContainerState:
+    """What the kubelet reports of one container of a supervised pod."""
+
+    def __init__(self, container: Any) -> None:
+        self.container = container
+        self.restart_count = 0
+        self.ready = False
+        self.started_at: str | None = None
+        self.waiting: dict[str, str] | None = {"reason": "ContainerCreating"}
+        self.last_state: dict[str, Any] = {}
+
+    def started(self, at: str, ready: bool) -> None:
+        self.started_at, self.ready, self.waiting = at, ready, None
+
+    def terminated(self, code: int, by_probe: bool, message: str) -> None:
+        term: dict[str, Any] = {
+            "exitCode": code,
+            "reason": "Completed" if code == 0 else "Error",
+            "startedAt": self.started_at,
+            "finishedAt": now(),
+        }
+        if message:
+            term["message"] = message
+        self.last_state = {"terminated": term}
+        self.ready = False
+        self.started_at = None
+        if by_probe:
+            log.info("container %s killed after failing its liveness probe", self.container.name)
+
+    def status(self) -> dict[str, Any]:
+        state: dict[str, Any] = (
+            {"running": {"startedAt": self.started_at}}
+            if self.started_at
+            else {"waiting": self.waiting or {"reason": "ContainerCreating"}}
+        )
+        return {
+            "name": self.container.name,
+            "image": self.container.image,
+            "imageID": "",
+            "ready": self.ready,
+            "restartCount": self.restart_count,
+            "started": self.started_at is not None,
+            "state": state,
+            "lastState": self.last_state,
+        }
+
+
+class Prober:
+    """One probe of a container (httpGet or tcpSocket on 127.0.0.1), on its own schedule."""
+
+    def __init__(self, kind: str, probe: Any, container: Any, start: float) -> None:
+        self.kind, self.probe, self.container = kind, probe, container
+        self.failures = 0
+        self.threshold = (probe.failure_threshold or 3) if probe else 0
+        self.next = start + ((probe.initial_delay_seconds or 0) if probe else 0)
+
+    def due(self, at: float) -> tuple[bool, str] | None:
+        """None when not due (or no probe); else (success, detail), counting failures."""
+        if self.probe is None or at < self.next:
+            return None
+        self.next = at + (self.probe.period_seconds or 10)
+        ok, detail = self.check()
+        self.failures = 0 if ok else self.failures + 1
+        return ok, detail
+
+    def port(self, value: Any) -> int:
+        if isinstance(value, int) or str(value).isdigit():
+            return int(value)
+        for p in self.container.ports or []:
+            if p.name == value:
+                return int(p.container_port)
+        raise ValueError(f"no container port named {value!r}")
+
+    def check(self) -> tuple[bool, str]:
+        timeout = self.probe.timeout_seconds or 1
+        try:
+            if self.probe.http_get is not None:
+                get = self.probe.http_get
+                url = f"http://127.0.0.1:{self.port(get.port)}{get.path or '/'}"
+                try:
+                    with urllib.request.urlopen(url, timeout=timeout) as r:
+                        code = int(r.status)
+                except urllib.error.HTTPError as exc:
+                    code = int(exc.code)
+                    exc.close()
+                ok = 200 <= code < 400
+                return ok, f"HTTP probe failed with statuscode: {code}" if not ok else ""
+            if self.probe.tcp_socket is not None:
+                import socket
+
+                with socket.create_connection(
+                    ("127.0.0.1", self.port(self.probe.tcp_socket.port)), timeout=timeout
+                ):
+                    return True, ""
+        except (OSError, ValueError) as exc:
+            return False, f"Get {self.probe.http_get.path if self.probe.http_get else ''}: {exc}"
+        return False, "only httpGet and tcpSocket probes run on the test bed"
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the container's process group (a stopped process ignores SIGTERM)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
 def field_value(pod: Any, path: str) -> str:
     """The downward-API value of a fieldRef path."""
     simple = {
@@ -532,6 +871,62 @@ def field_value(pod: Any, path: str) -> str:
         src = (pod.metadata.labels if m.group(1) == "labels" else pod.metadata.annotations) or {}
         return str(src.get(m.group(2), ""))
     raise ValueError(f"unsupported fieldRef {path}")
+
+
+def under_run(path: str) -> bool:
+    return path == "/run" or path.startswith(("/run/", "/var/run/"))
+
+
+#: The node's own software and state (this checkout: its venv, sources and .testbed). A
+#: real container has its own root file system, so an emptyDir at /tmp hides nothing the
+#: image needs; here the "image" is the host's tree, so a checkout under /tmp (a `mktemp -d`
+#: clone, as CI makes) stays visible through a volume mounted over one of its parents.
+NODE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def _is_within(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def mount_script(
+    mounts: list[tuple[str, str, bool]], overlay: Path, keep: Sequence[str] = (NODE_ROOT,)
+) -> str:
+    """The shell run in the container's new mount namespace before exec: bind mounts, with
+    /run overlaid first when a mount point lies under it (mkdir there lands in `overlay`).
+
+    A path in `keep` that a mount would hide (the mount point is one of its parents) is held
+    under /run before the mounts and bound back on top of the mount after it."""
+    lines = ["set -e"]
+    hidden = [path for path in keep if any(_is_within(path, target) for _, target, _ in mounts)]
+    if hidden or any(under_run(target) for _, target, _ in mounts):
+        upper, work = overlay / "upper", overlay / "work"
+        upper.mkdir(parents=True, exist_ok=True)
+        work.mkdir(parents=True, exist_ok=True)
+        lines.append(
+            "mount -t overlay overlay -o "
+            + shlex.quote(f"lowerdir=/run,upperdir={upper},workdir={work}")
+            + " /run"
+        )
+    held = {path: f"/run/tidb-bench-testbed-keep/{k}" for k, path in enumerate(hidden)}
+    for path, holder in held.items():
+        lines += [f"mkdir -p {holder}", f"mount --bind {shlex.quote(path)} {holder}"]
+    for source, target, read_only in mounts:
+        real = (
+            "/run" + target.removeprefix("/var/run") if target.startswith("/var/run/") else target
+        )
+        if under_run(target):
+            lines.append(f"mkdir -p {shlex.quote(real)}")
+        lines.append(f"mount --bind {shlex.quote(source)} {shlex.quote(real)}")
+        for path, holder in held.items():
+            if _is_within(path, target):
+                lines += [
+                    f"mkdir -p {shlex.quote(path)}",
+                    f"mount --bind {holder} {shlex.quote(path)}",
+                ]
+        if read_only:
+            lines.append(f"mount -o remount,bind,ro {shlex.quote(real)}")
+    lines.append('exec "$@"')
+    return "\n".join(lines)
 
 
 def expand(text: str, env: dict[str, str]) -> str:

@@ -58,6 +58,7 @@ class Ports:
     apiserver: int = 0
     mariadb: int = 0
     kubelet: int = 0
+    mariadb_tls: int = 0
 
     def __post_init__(self) -> None:
         self.etcd_client = self.base
@@ -65,6 +66,7 @@ class Ports:
         self.apiserver = self.base + 2
         self.mariadb = self.base + 3
         self.kubelet = self.base + 4
+        self.mariadb_tls = self.base + 8  # started by the TLS tests only (+5 is Prometheus)
 
     def named(self) -> dict[str, int]:
         """Every port with the component that owns it."""
@@ -74,6 +76,7 @@ class Ports:
             "kube-apiserver": self.apiserver,
             "mariadb": self.mariadb,
             "node agent (kubelet log endpoint)": self.kubelet,
+            "mariadb with TLS (TLS tests)": self.mariadb_tls,
         }
 
 

@@ -154,23 +154,90 @@ def main() -> int:
         )
         names.append(name)
         print(f"applied examples/{file} as {NS}/{name} (shortened for the demo)")
-    print("waiting for the runs (one at a time per cluster, by design)...")
-    deadline = time.monotonic() + 1200
+    print("waiting for the runs (one at a time per cluster, by design); progress as it changes:")
+    watch_runs(custom, names, timeout=1200)
     kubectl = ["kubectl", "--kubeconfig", str(tb.kubeconfig)]
-    while time.monotonic() < deadline:
-        phases = [
-            (custom.get_namespaced_custom_object("tidbbench.io", "v1alpha1", NS, "benchmarkruns", n)
-             .get("status") or {}).get("phase")
-            for n in names
-        ]  # fmt: skip
-        if all(p in ("Succeeded", "Failed") for p in phases):
-            break
-        time.sleep(3)
     print()
     subprocess.run([*kubectl, "-n", NS, "get", "benchmarkruns"], check=False)
+    report = write_report(tb, REPORT_RUN)
+    print(f"\nreport of {NS}/{REPORT_RUN} (chart, QPS over time per step, tables): {report}")
     print(f"\nexport KUBECONFIG={tb.kubeconfig}   # then: kubectl -n {NS} describe benchmarkrun "
           f"{names[0]}; `make testbed-down` stops everything")  # fmt: skip
     return 0
+
+
+#: The run whose report the demo writes: read-write shows QPS, TPS and latency.
+REPORT_RUN = "read-write-sweep"
+
+
+def progress_line(name: str, status: dict[str, Any]) -> str:
+    """One line of a run's state: phase, and the step it is on (or what it waits for)."""
+    phase = status.get("phase") or "Pending"
+    steps = status.get("steps") or []
+    line = f"{name}: {phase}"
+    if status.get("waitingFor"):
+        line += f", waiting for {status['waitingFor']}"
+    current = status.get("currentStep")
+    if phase == "Running" and isinstance(current, int) and current < len(steps):
+        step = steps[current]
+        line += (
+            f", step {current + 1}/{len(steps)}: {step.get('workload')} at "
+            f"{step.get('threads')} threads"
+        )
+        if step.get("phase", "Pending") != "Running":
+            line += f" ({step.get('phase', 'Pending')})"
+    done = [s for s in steps if s.get("qps") is not None]
+    if done:
+        last = done[-1]
+        line += f"; last result {last['qps']:,.0f} QPS at {last['threads']} threads"
+    if phase in ("Succeeded", "Failed"):
+        summary = status.get("summary") or {}
+        line += f": {summary.get('headline') or status.get('message') or ''}".rstrip(": ")
+    return line
+
+
+def watch_runs(custom: client.CustomObjectsApi, names: list[str], timeout: float) -> None:
+    """Print each run's progress line whenever it changes, until all are finished."""
+    shown: dict[str, str] = {}
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        finished = 0
+        for name in names:
+            try:
+                obj = custom.get_namespaced_custom_object(
+                    "tidbbench.io", "v1alpha1", NS, "benchmarkruns", name
+                )
+            except ApiException as exc:  # the API server under load: try again next round
+                print(f"  ({name}: API server answered {exc.status}; retrying)")
+                continue
+            status = obj.get("status") or {}
+            line = progress_line(name, status)
+            if shown.get(name) != line:
+                elapsed = time.monotonic() - start
+                print(f"  [{elapsed:5.0f}s] {line}", flush=True)
+                shown[name] = line
+            finished += status.get("phase") in ("Succeeded", "Failed")
+        if finished == len(names):
+            return
+        time.sleep(2)
+    print(f"  gave up waiting after {timeout:.0f} s; the runs go on (kubectl get benchmarkruns)")
+
+
+def write_report(tb: Testbed, name: str) -> Path:
+    """`tidb-bench report NAME --html` into the test bed's state dir; returns the path."""
+    out = tb.state / "reports" / f"{name}.html"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "tidb-bench"), "report", name, "--namespace", NS,
+         "--html", str(out)],
+        env={**os.environ, "KUBECONFIG": str(tb.kubeconfig)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"tidb-bench report {name} failed: {done.stderr.strip()}")
+    return out
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ same test bed have runs in them.
 from __future__ import annotations
 
 import base64
+import json
 import secrets
 import subprocess
 from pathlib import Path
@@ -55,7 +56,10 @@ def kubectl(
 
 
 def apply_yaml(tb: Testbed, docs: list[dict[str, Any]]) -> str:
-    return kubectl(tb, "apply", "-f", "-", stdin=yaml.safe_dump_all(docs)).stdout
+    """`kubectl apply -f -` of the documents, sent as one JSON List: PyYAML writes `n`
+    unquoted, and kubectl reads YAML 1.1, where that is the boolean false."""
+    items = {"apiVersion": "v1", "kind": "List", "items": docs}
+    return kubectl(tb, "apply", "-f", "-", stdin=json.dumps(items)).stdout
 
 
 def render(tb: Testbed, directory: Path) -> list[dict[str, Any]]:

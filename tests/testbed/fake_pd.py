@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -88,6 +91,10 @@ class FakePD:
             self.set_body(path, body)
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._tls: ssl.SSLContext | None = None
+        #: Handshakes the server refused (TLS mode): OpenSSL's reason, e.g. a client with no
+        #: certificate or one signed by another CA.
+        self.tls_failures: list[str] = []
 
     # -- configuration -------------------------------------------------------------------
 
@@ -206,15 +213,20 @@ class FakePD:
 
     @property
     def url(self) -> str:
-        """http://127.0.0.1:<port> of the running server."""
+        """http(s)://127.0.0.1:<port> of the running server."""
         if self._server is None:
             raise RuntimeError("FakePD is not started")
         host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"{'https' if self._tls else 'http'}://{host!s}:{port}"
 
-    def start(self, port: int = 0) -> FakePD:
-        """Bind 127.0.0.1 on `port` (0: a free one) and serve in a daemon thread."""
+    def start(self, port: int = 0, tls: ssl.SSLContext | None = None) -> FakePD:
+        """Bind 127.0.0.1 on `port` (0: a free one) and serve in a daemon thread.
+
+        `tls`: serve HTTPS only, as PD does with TiDB Operator's `tlsCluster`; a server
+        context with CERT_REQUIRED demands a client certificate signed by its CA (mutual TLS).
+        """
         fake = self
+        self._tls = tls
 
         class Handler(BaseHTTPRequestHandler):
             def _answer(self) -> None:
@@ -232,8 +244,40 @@ class FakePD:
             def log_message(self, format: str, *args: Any) -> None:
                 return  # keep test output clean
 
-        ThreadingHTTPServer.allow_reuse_address = True
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        class Server(ThreadingHTTPServer):
+            allow_reuse_address = True
+
+            def finish_request(self, request: Any, client_address: Any) -> None:
+                # The handshake runs in the request's thread: a refused client cannot stall
+                # the accept loop.
+                if tls is None:
+                    super().finish_request(request, client_address)
+                    return
+                wrapped = tls.wrap_socket(request, server_side=True, do_handshake_on_connect=False)
+                try:
+                    wrapped.do_handshake()
+                except (ssl.SSLError, OSError) as exc:
+                    fake.tls_failures.append(str(getattr(exc, "reason", None) or exc))
+                    # Read what the client sent before closing (as Go's server does), so the
+                    # close is not a reset that hides the alert from the client.
+                    raw = socket.socket(fileno=wrapped.detach())
+                    with contextlib.suppress(OSError):
+                        raw.settimeout(1.0)
+                        while raw.recv(4096):
+                            pass
+                    raw.close()
+                    return
+                try:
+                    super().finish_request(wrapped, client_address)
+                finally:
+                    with contextlib.suppress(OSError):
+                        wrapped.close()
+
+            def shutdown_request(self, request: socket.socket) -> None:
+                with contextlib.suppress(OSError):
+                    super().shutdown_request(request)
+
+        self._server = Server(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, args=(0.05,), name="fake-pd", daemon=True
@@ -252,7 +296,7 @@ class FakePD:
             self._thread = None
 
     def __enter__(self) -> FakePD:
-        return self.start()
+        return self.start() if self._server is None else self  # `with FakePD().start(tls=…)`
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -150,9 +150,15 @@ def tidbcluster_manifest(
     *,
     replicas: dict[str, int],
     spread: dict[str, int] | None = None,
+    tls: bool = False,
 ) -> dict[str, Any]:
-    """A TidbCluster like docs/field-story.md's `basic`, with optional per-component maxSkew."""
+    """A TidbCluster like docs/field-story.md's `basic`, with optional per-component maxSkew.
+
+    `tls`: TLS between components and for MySQL clients, as TiDB Operator's TLS guides set it.
+    """
     spec: dict[str, Any] = {"version": "v8.1.0", "timezone": "UTC"}
+    if tls:
+        spec["tlsCluster"] = {"enabled": True}
     for comp in ("pd", "tikv", "tidb"):
         c: dict[str, Any] = {
             "baseImage": f"pingcap/{comp}",
@@ -163,6 +169,8 @@ def tidbcluster_manifest(
             c["requests"] = {"storage": "1Gi"}
         if comp == "tidb":
             c["service"] = {"type": "ClusterIP"}
+            if tls:
+                c["tlsClient"] = {"enabled": True}
         if spread and comp in spread:
             c["topologySpreadConstraints"] = [
                 {"topologyKey": "kubernetes.io/hostname", "maxSkew": spread[comp]}
@@ -228,6 +236,7 @@ def create_standin_cluster(
     placement: dict[str, list[str]],
     spread: dict[str, int] | None = None,
     exec_commands: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
+    tls: bool = False,
 ) -> list[str]:
     """A TidbCluster plus stand-in pods: placement maps component -> the node of each replica.
 
@@ -243,7 +252,7 @@ def create_standin_cluster(
         "v1alpha1",
         namespace,
         "tidbclusters",
-        tidbcluster_manifest(name, namespace, replicas=replicas, spread=spread),
+        tidbcluster_manifest(name, namespace, replicas=replicas, spread=spread, tls=tls),
     )
     names = []
     for comp, nodes in placement.items():

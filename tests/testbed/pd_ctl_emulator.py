@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import sys
 import urllib.error
 import urllib.parse
@@ -42,6 +43,9 @@ CONFIG_HIDDEN = {
 LOCAL_PD = {"127.0.0.1:2379", "localhost:2379"}
 # Set by --pd-url-override: where requests to LOCAL_PD really go.
 _redirect_to: str | None = None
+# pd-ctl's --cacert/--cert/--key: the TLS client for https:// endpoints (ctl.go).
+_tls: dict[str, str] = {}
+TLS_FLAGS = ("--cacert", "--cert", "--key")
 
 
 class RequestFailed(Exception):
@@ -57,6 +61,11 @@ def _endpoints(argv: list[str]) -> tuple[list[str], list[str]]:
             urls.append(next(it, ""))
         elif arg.startswith(("--pd=", "-u=")):
             urls.append(arg.split("=", 1)[1])
+        elif arg in TLS_FLAGS:
+            _tls[arg[2:]] = next(it, "")
+        elif arg.startswith(tuple(f"{f}=" for f in TLS_FLAGS)):
+            name, value = arg[2:].split("=", 1)
+            _tls[name] = value
         else:
             rest.append(arg)
     if os.environ.get("PD_ADDR"):
@@ -77,15 +86,25 @@ def _get_one(endpoint: str, path: str) -> str:
     real = url
     if _redirect_to is not None and urllib.parse.urlsplit(endpoint).netloc in LOCAL_PD:
         real = f"{_redirect_to.rstrip('/')}/{path}"
+    context = None
+    if real.startswith("https://"):
+        context = ssl.create_default_context(cafile=_tls.get("cacert") or None)
+        if _tls.get("cert"):
+            context.load_cert_chain(_tls["cert"], _tls.get("key") or None)
     try:
-        with urllib.request.urlopen(real, timeout=10) as resp:
+        with urllib.request.urlopen(real, timeout=10, context=context) as resp:
             return str(resp.read().decode())
     except urllib.error.HTTPError as exc:
         raise RequestFailed(f"[{exc.code}] {exc.read().decode()}") from exc
     except (urllib.error.URLError, OSError) as exc:
         host = urllib.parse.urlsplit(url).netloc
-        reason = getattr(exc, "reason", exc)
-        if isinstance(reason, ConnectionRefusedError):
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        if isinstance(reason, ssl.SSLCertVerificationError):
+            # Go's crypto/tls wording (the text differs in detail, not in kind).
+            text = f"tls: failed to verify certificate: x509: {reason.verify_message}"
+        elif isinstance(reason, ssl.SSLError):
+            text = f"remote error: tls: {reason.reason}"
+        elif isinstance(reason, ConnectionRefusedError):
             text = f"dial tcp {host}: connect: connection refused"
         else:
             text = f"dial tcp {host}: {reason}"

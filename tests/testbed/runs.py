@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,19 @@ def jobs_of(api: client.ApiClient, namespace: str, run: str) -> list[Any]:
         .list_namespaced_job(namespace, label_selector=f"tidbbench.io/run={run}")
         .items
     )
+
+
+def tidb_bench_report(kubeconfig: Path, *args: str) -> str:
+    """`tidb-bench report ARGS` against the test bed (the installed command, as users run
+    it); its Markdown. Fails with the command's stderr when it exits non-zero."""
+    import subprocess
+    import sys
+
+    command = [str(Path(sys.executable).parent / "tidb-bench"), "report", *args]
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, f"{' '.join(command)} exited {done.returncode}: {done.stderr}"
+    return done.stdout
 
 
 def disturbances_of(run: dict[str, Any]) -> list[str]:

@@ -12,7 +12,14 @@ import sys
 import time
 from pathlib import Path
 
-from testbed.cluster import Testbed, TestbedError, check_reachable, pid_alive, tail
+from testbed.cluster import (
+    Testbed,
+    TestbedError,
+    check_reachable,
+    pid_alive,
+    stop_pidfile,
+    tail,
+)
 
 DB_USER = "sbtest"
 # The OS user MariaDB runs as. Unset: the user who starts the test bed, like every other
@@ -62,14 +69,14 @@ def mariadb_info(tb: Testbed) -> dict[str, str | int]:
     return dict(json.loads((tb.state / "mariadb.json").read_text()))
 
 
-def start_mariadb(tb: Testbed) -> None:
-    """Initialise (once) and start MariaDB on loopback; create the sbtest user and database."""
+def _run_mariadbd(tb: Testbed, name: str, port: int, extra: list[str]) -> Path:
+    """Initialise (once) and start a MariaDB server `name` on 127.0.0.1:`port`; its socket."""
     for tool in ("mariadbd", "mariadb-install-db", "mariadb"):
         if shutil.which(tool) is None:
             raise TestbedError(f"`{tool}` is not installed: run `make deps`")
-    base = tb.state / "mariadb"
+    base = tb.state / name
     data, run, files = base / "data", base / "run", base / "files"
-    log = tb.log_of("mariadb")
+    log = tb.log_of(name)
     user = mariadb_os_user()
     try:
         owner = pwd.getpwnam(user)
@@ -103,7 +110,7 @@ def start_mariadb(tb: Testbed) -> None:
             raise TestbedError(f"mariadb-install-db failed; log: {log}\n{tail(log)}")
     sock = run / "mysqld.sock"
     tb._spawn(
-        "mariadb",
+        name,
         [
             "mariadbd",
             "--no-defaults",
@@ -112,7 +119,7 @@ def start_mariadb(tb: Testbed) -> None:
             f"--secure-file-priv={files}",
             f"--datadir={data}",
             f"--socket={sock}",
-            f"--port={tb.ports.mariadb}",
+            f"--port={port}",
             "--bind-address=127.0.0.1",
             f"--pid-file={run / 'mysqld.pid'}",
             "--skip-log-bin",
@@ -120,11 +127,12 @@ def start_mariadb(tb: Testbed) -> None:
             "--max-connections=4000",
             "--innodb-buffer-pool-size=256M",
             "--innodb-flush-log-at-trx-commit=2",
+            *extra,
         ],
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        tb._alive_or_raise("mariadb")
+        tb._alive_or_raise(name)
         if sock.exists():
             r = subprocess.run(
                 ["mariadb", f"--socket={sock}", "-uroot", "-e", "SELECT 1"],
@@ -136,6 +144,12 @@ def start_mariadb(tb: Testbed) -> None:
         time.sleep(0.3)
     else:
         raise TestbedError(f"MariaDB never accepted connections in 60 s; log: {log}\n{tail(log)}")
+    return sock
+
+
+def start_mariadb(tb: Testbed) -> None:
+    """Initialise (once) and start MariaDB on loopback; create the sbtest user and database."""
+    sock = _run_mariadbd(tb, "mariadb", tb.ports.mariadb, [])
     info_path = tb.state / "mariadb.json"
     if info_path.exists():
         password = str(json.loads(info_path.read_text())["password"])
@@ -169,3 +183,80 @@ def start_mariadb(tb: Testbed) -> None:
 def mariadb_alive(tb: Testbed) -> bool:
     pidfile = tb.state / "mariadb.pid"
     return pidfile.exists() and pid_alive(int(pidfile.read_text()))
+
+
+# ---------------------------------------------------------------------- MariaDB with TLS
+TLS_DB_USER = "sbtls"
+TLS_DB = "mariadb-tls"
+
+
+def start_mariadb_tls(tb: Testbed, ca: str, cert: str, key: str) -> dict[str, str | int]:
+    """A second MariaDB that accepts TLS connections only, for the TLS tests.
+
+    `require_secure_transport=ON` refuses plain connections; its user `sbtls` is created
+    `REQUIRE X509`, so it must also present a client certificate signed by `ca`. The
+    Performance Schema is on so a test can read each session's `Ssl_cipher` and the client
+    library that opened it (`session_connect_attrs`).
+    """
+    certs = tb.state / TLS_DB / "certs"
+    certs.mkdir(parents=True, exist_ok=True)
+    for fname, text in (("ca.pem", ca), ("server.pem", cert), ("server-key.pem", key)):
+        (certs / fname).write_text(text)
+        (certs / fname).chmod(0o600)
+    owner = pwd.getpwnam(mariadb_os_user())
+    for path in (certs, *certs.iterdir()):
+        os.chown(path, owner.pw_uid, owner.pw_gid)
+    port = tb.ports.mariadb_tls
+    sock = _run_mariadbd(
+        tb,
+        TLS_DB,
+        port,
+        [
+            f"--ssl-ca={certs / 'ca.pem'}",
+            f"--ssl-cert={certs / 'server.pem'}",
+            f"--ssl-key={certs / 'server-key.pem'}",
+            "--require-secure-transport=ON",
+            "--performance-schema=ON",
+            "--innodb-buffer-pool-size=64M",
+        ],
+    )
+    password = "tls-" + secrets.token_hex(12)
+    sql = (
+        "CREATE DATABASE IF NOT EXISTS sbtest;"
+        f"CREATE OR REPLACE USER '{TLS_DB_USER}'@'%' IDENTIFIED BY '{password}' REQUIRE X509;"
+        f"GRANT ALL ON *.* TO '{TLS_DB_USER}'@'%';"
+    )
+    r = subprocess.run(
+        ["mariadb", f"--socket={sock}", "-uroot", "-e", sql], capture_output=True, text=True
+    )
+    if r.returncode != 0:
+        raise TestbedError(f"creating the TLS user in MariaDB failed: {r.stderr.strip()}")
+    return {
+        "host": "127.0.0.1",
+        "port": port,
+        "user": TLS_DB_USER,
+        "password": password,
+        "database": "sbtest",
+        "socket": str(sock),
+    }
+
+
+def stop_mariadb_tls(tb: Testbed) -> None:
+    """Stop the TLS MariaDB and remove its data."""
+    pidfile = tb.state / f"{TLS_DB}.pid"
+    if pidfile.exists():
+        stop_pidfile(pidfile)
+    shutil.rmtree(tb.state / TLS_DB, ignore_errors=True)
+
+
+def root_sql(info: dict[str, str | int], sql: str) -> str:
+    """Run SQL as MariaDB's root over its socket; tab-separated rows without a header."""
+    r = subprocess.run(
+        ["mariadb", f"--socket={info['socket']}", "-uroot", "-N", "-B", "-e", sql],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if r.returncode != 0:
+        raise TestbedError(f"MariaDB root SQL failed: {r.stderr.strip()}")
+    return r.stdout

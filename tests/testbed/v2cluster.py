@@ -94,18 +94,22 @@ class StandinGroup:
     status: dict[str, Any] = field(default_factory=dict)
 
 
-def cluster_manifest(name: str, namespace: str) -> dict[str, Any]:
+def cluster_manifest(name: str, namespace: str, tls: bool = False) -> dict[str, Any]:
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "Cluster",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {},
+        "spec": {"tlsCluster": {"enabled": True}} if tls else {},
     }
 
 
-def group_manifest(cluster: str, namespace: str, group: str, g: StandinGroup) -> dict[str, Any]:
+def group_manifest(
+    cluster: str, namespace: str, group: str, g: StandinGroup, tls: bool = False
+) -> dict[str, Any]:
     kind, _ = GROUP_KIND[g.component]
     template: dict[str, Any] = {"version": g.version}
+    if tls and g.component == "tidb":
+        template["security"] = {"tls": {"mysql": {"enabled": True}}}
     if g.component in ("pd", "tikv"):
         template["volumes"] = [{"name": "data", "mounts": [{"type": "data"}], "storage": "1Gi"}]
     spec: dict[str, Any] = {
@@ -183,25 +187,27 @@ def create_v2_standin_cluster(
     *,
     pd_status: bool = True,
     progressing: str = "True",
+    tls: bool = False,
 ) -> list[str]:
     """A v2 Cluster, its groups, instances and pods (see the module docstring).
 
     `groups` maps group name -> StandinGroup. The Cluster's status gets what TiDB Operator
     v2 writes: `pd` (the first PD group's Service), `components` and the conditions.
+    `tls`: the Cluster's tlsCluster and the TiDBGroups' MySQL TLS on (PD then `https://`).
     Returns the pod names.
     """
     custom = client.CustomObjectsApi(api_client_)
     core = client.CoreV1Api(api_client_)
     node_labels = {n.metadata.name: dict(n.metadata.labels or {}) for n in core.list_node().items}
     cluster = custom.create_namespaced_custom_object(
-        GROUP, VERSION, namespace, "clusters", cluster_manifest(name, namespace)
+        GROUP, VERSION, namespace, "clusters", cluster_manifest(name, namespace, tls)
     )
     pods = []
     totals: dict[str, int] = {}
     for group, g in groups.items():
         _, plural = GROUP_KIND[g.component]
         custom.create_namespaced_custom_object(
-            GROUP, VERSION, namespace, plural, group_manifest(name, namespace, group, g)
+            GROUP, VERSION, namespace, plural, group_manifest(name, namespace, group, g, tls)
         )
         n = len(g.nodes)
         status = {"replicas": n, "readyReplicas": n, "updatedReplicas": n, "currentReplicas": n,
@@ -252,7 +258,7 @@ def create_v2_standin_cluster(
         "observedGeneration": cluster["metadata"].get("generation", 1),
     }
     if pd_status and pd_groups:
-        status["pd"] = f"http://{pd_groups[0]}-pd.{namespace}:2379"
+        status["pd"] = f"{'https' if tls else 'http'}://{pd_groups[0]}-pd.{namespace}:2379"
     custom.patch_namespaced_custom_object_status(
         GROUP, VERSION, namespace, "clusters", name, {"status": status}
     )

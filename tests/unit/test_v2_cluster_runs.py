@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from testbed.fake_kube import FakeClock, FakeKube
-from tidb_bench_operator.adapters.pd import find_pd_pod, make_pd_client
+from tidb_bench_operator.adapters.pd import choose_pd_pod, make_pd_client
 from tidb_bench_operator.domain.manifests import Endpoint, RunRef, build_affinity, compute_endpoint
 from tidb_bench_operator.domain.models import BenchmarkRunSpec, parse_run_spec
 from tidb_bench_operator.domain.preflight import evaluate
@@ -249,7 +249,9 @@ def test_pd_ctl_runs_in_a_pd_pod_found_by_v2_labels() -> None:
     kube = Pods(
         [v2_pod("pd-pd-abc", "pd", "pd", "node2"), v2_pod("tikv-tikv-x", "tikv", "tikv", "node2")]
     )
-    assert find_pd_pod(kube, CLUSTER_NS, "basic", "Cluster") == "pd-pd-abc"
+    assert (choose_pd_pod(kube, CLUSTER_NS, "basic", "Cluster") or {}).get("metadata", {}).get(
+        "name"
+    ) == "pd-pd-abc"
     assert kube.selectors == ["pingcap.com/cluster=basic,pingcap.com/component=pd"]
     ep = Endpoint("tidb-tidb.x", 4000, None, "basic", CLUSTER_NS, "Cluster", "tidb")
     client = make_pd_client("Exec", ep, Pods([]), api_client=None)
@@ -332,3 +334,59 @@ def test_the_gate_judges_a_v2_cluster_by_its_schedule_policies_and_v2_pods_on_th
     assert f"TiKV {z}a:2 {z}b:1 {z}c:0 — weights 1:1:1 (TiKVGroup tikv)" in spread.message
     assert "outside every listed topology: tikv-3 on bench-1" in spread.message
     assert out.verdict.proceed is False
+
+
+# ---------------------------------------------------------------------- TLS (docs/tls.md)
+
+TLS_KEYS = {"ca.crt": "CA", "tls.crt": "CERT", "tls.key": "KEY"}
+
+
+def tls_example() -> list[JSON]:
+    docs = example("basic")
+    docs[0]["spec"]["tlsCluster"] = {"enabled": True}
+    docs[0]["status"]["pd"] = f"https://pd-pd.{CLUSTER_NS}:2379"
+    docs[3]["spec"]["template"]["spec"]["security"] = {"tls": {"mysql": {"enabled": True}}}
+    return docs
+
+
+def test_a_v2_tls_cluster_uses_the_operators_secrets_and_its_jobs_mount_the_mysql_one() -> None:
+    kube, preflight = world(*tls_example()), Passing()
+    kube.add_secret(NS, "basic-cluster-client-secret", TLS_KEYS)
+    kube.add_secret(NS, "tidb-tidb-client-secret", TLS_KEYS)
+    status = reconcile(kube, body(spec()), preflight)
+    assert status["phase"] == "Preparing", status
+    assert status["endpoint"]["pdURL"] == f"https://pd-pd.{CLUSTER_NS}:2379"
+    assert status["endpoint"]["pdTLSSecret"] == "basic-cluster-client-secret"
+    assert status["endpoint"]["mysqlTLSSecret"] == "tidb-tidb-client-secret"
+    assert preflight.endpoints[0].pd_tls_secret == "basic-cluster-client-secret"
+    assert [e["message"] for e in kube.events if e["reason"] == "TLS"] == [
+        "PD over HTTPS with the client certificate of Secret basic-cluster-client-secret; MySQL "
+        "over TLS with the client certificate of Secret tidb-tidb-client-secret"
+    ]
+    pod = kube.job("bench", "v2-prepare")["spec"]["template"]["spec"]
+    assert pod["volumes"][-1] == {
+        "name": "mysql-tls",
+        "secret": {"secretName": "tidb-tidb-client-secret", "defaultMode": 0o440},
+    }
+    assert "--tls-dir=/var/run/secrets/tidb-bench/mysql-tls" in pod["containers"][0]["args"]
+
+
+def test_a_missing_tls_secret_or_key_fails_at_pending_creating_nothing() -> None:
+    kube = world(*tls_example())
+    kube.add_secret(NS, "basic-cluster-client-secret", TLS_KEYS)
+    status = reconcile(kube, body(spec()), Passing())
+    failed = next(c for c in status["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "SecretNotFound"
+    assert "Secret 'tidb-tidb-client-secret' with the MySQL client certificate" in failed["message"]
+    # The cluster is in another namespace: the pods can mount only the run's Secrets.
+    assert f"the cluster is in namespace '{CLUSTER_NS}'" in failed["message"]
+    assert kube.job_names() == [] and kube.service_accounts == {}
+
+    kube = world(*tls_example())
+    kube.add_secret(NS, "basic-cluster-client-secret", {"ca.crt": "CA", "tls.crt": "CERT"})
+    kube.add_secret(NS, "tidb-tidb-client-secret", TLS_KEYS)
+    status = reconcile(kube, body(spec()), Passing())
+    failed = next(c for c in status["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "SecretKeyMissing"
+    assert f"Secret {NS}/basic-cluster-client-secret has no key 'tls.key'" in failed["message"]
+    assert kube.job_names() == []

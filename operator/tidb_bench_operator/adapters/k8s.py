@@ -14,6 +14,7 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 
 from tidb_bench_operator.domain.cluster_view import API_VERSION as V2_API_VERSION
 from tidb_bench_operator.domain.cluster_view import V2_API_GROUP, V2_GROUP_PLURALS
+from tidb_bench_operator.domain.manifests import LABEL_ROLE, LABEL_RUN, label_value
 from tidb_bench_operator.domain.models import GROUP, VERSION
 from tidb_bench_operator.errors import TidbBenchError
 
@@ -246,6 +247,15 @@ class Kube:
             ),
         )  # fmt: skip
 
+    def benchmark_schedule(self, namespace: str, name: str) -> JSON | None:
+        """One BenchmarkSchedule, or None when it does not exist."""
+        return self._read(
+            "BenchmarkSchedule", namespace, name,
+            lambda **kw: self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, "benchmarkschedules", name, **kw
+            ),
+        )  # fmt: skip
+
     def create_benchmark_run(self, body: JSON) -> tuple[JSON, bool]:
         """Create a BenchmarkRun; (the object, True) or, if the name exists, (that one, False)."""
         ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
@@ -349,6 +359,16 @@ class Kube:
             except CLIENT_ERRORS as exc:
                 _raise(what, exc, from_body=True)
         return len(jobs)
+
+    def results_configmaps(self, namespace: str, run_name: str) -> list[JSON]:
+        """A run's results ConfigMaps (domain.results_store), as plain dicts."""
+        selector = f"{LABEL_RUN}={label_value(run_name)},{LABEL_ROLE}=results"
+        return _listed(
+            f"listing ConfigMaps {selector} in namespace {namespace}",
+            self.core.list_namespaced_config_map,
+            namespace,
+            label_selector=selector,
+        )
 
     def upsert_configmap(self, body: JSON) -> None:
         """Create a ConfigMap, or replace the one of that name."""

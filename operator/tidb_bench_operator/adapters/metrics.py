@@ -17,13 +17,15 @@ import contextlib
 import threading
 import time
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
 from tidb_bench_operator.domain.manifests import LABEL_SCHEDULE, owner_name
-from tidb_bench_operator.domain.models import is_terminal
+from tidb_bench_operator.domain.models import BenchmarkScheduleSpec, is_terminal
+from tidb_bench_operator.domain.schedule import period_seconds
+from tidb_bench_operator.errors import TidbBenchError
 
 STEP_LABELS = ("namespace", "run", "schedule", "cluster", "workload", "threads")
 RUN_LABELS = ("namespace", "run", "schedule", "cluster")
@@ -147,6 +149,13 @@ class Metrics:
             SCHEDULE_LABELS,
             registry=r,
         )
+        self.schedule_period = Gauge(
+            "tidb_bench_schedule_period_seconds",
+            "Seconds between the schedule's next two fire times (absent while suspended): "
+            "alerts compare it with the time since the last success.",
+            SCHEDULE_LABELS,
+            registry=r,
+        )
         self._lock = threading.Lock()
         self._series: dict[str, list[tuple[Gauge, Labels]]] = {}
         self._phases: dict[str, str] = {}
@@ -261,6 +270,11 @@ class Metrics:
             if peak is not None:
                 self.schedule_last_peak_qps.labels(*labels).set(float(peak))
             self.schedule_regressed.labels(*labels).set(1.0 if status.get("regressed") else 0.0)
+            period = _period(body.get("spec") or {})
+            if period is None:
+                _remove(self.schedule_period, labels)
+            else:
+                self.schedule_period.labels(*labels).set(period)
 
     def forget_schedule(self, body: Mapping[str, Any]) -> None:
         """Drop a deleted schedule's series."""
@@ -271,6 +285,7 @@ class Metrics:
                 self.schedule_last_success,
                 self.schedule_last_peak_qps,
                 self.schedule_regressed,
+                self.schedule_period,
             ):
                 _remove(gauge, labels)
 
@@ -282,6 +297,18 @@ class Metrics:
         """
         server, _thread = start_http_server(port, addr=addr, registry=self.registry)
         return server
+
+
+def _period(spec: Mapping[str, Any]) -> float | None:
+    """The schedule's period in seconds; None while suspended or when the spec is invalid
+    (the reconciler reports that on the schedule itself)."""
+    if spec.get("suspend"):
+        return None
+    try:
+        parsed = BenchmarkScheduleSpec.model_validate(spec)
+        return period_seconds(parsed, datetime.now(UTC))
+    except (ValueError, TidbBenchError):
+        return None
 
 
 def _uid(meta: Mapping[str, Any]) -> str:

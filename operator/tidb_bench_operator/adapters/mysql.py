@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -10,6 +11,8 @@ from typing import Any
 import pymysql
 import pymysql.err
 
+from tidb_bench_operator.adapters.tls import explain
+from tidb_bench_operator.domain.tls import plain_refused_hint
 from tidb_bench_operator.errors import TidbBenchError
 
 
@@ -30,6 +33,10 @@ class DSN:
     user: str
     password: str
     database: str | None = None
+    #: TLS with a client certificate, the server verified (adapters.tls); None: no TLS asked.
+    tls: ssl.SSLContext | None = None
+    #: Where the certificate came from, for messages: `Secret ns/name`, a mounted directory.
+    tls_source: str | None = None
 
     def __repr__(self) -> str:
         return (
@@ -54,10 +61,17 @@ def connect(dsn: DSN, timeout: float = 10.0) -> Iterator[Any]:
             read_timeout=max(timeout, 60.0),
             write_timeout=timeout,
             autocommit=True,
+            ssl=dsn.tls,
         )
     except pymysql.err.MySQLError as exc:
         errno = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
         text = exc.args[1] if len(exc.args) > 1 else str(exc)
+        tls_problem = explain(exc, peer=f"{dsn.host}:{dsn.port}", source=dsn.tls_source)
+        hint = plain_refused_hint(errno, str(text), dsn.tls is not None)
+        if tls_problem:
+            text = tls_problem
+        elif hint:
+            text = f"{text}; {hint}"
         raise DatabaseError(errno, f"cannot connect to {dsn.where()}: ({errno}) {text}") from exc
     try:
         yield conn

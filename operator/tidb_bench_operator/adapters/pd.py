@@ -17,11 +17,14 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, Literal, Protocol, TypeVar
 
+from tidb_bench_operator.adapters.tls import explain, ssl_cause
 from tidb_bench_operator.domain.cluster_view import V1_KIND, database_pod_selector
 from tidb_bench_operator.domain.manifests import Endpoint
 from tidb_bench_operator.domain.pd import Operator, Store, parse_operators, parse_stores
+from tidb_bench_operator.domain.tls import pd_ctl_tls_flags, pd_tls_dir
 from tidb_bench_operator.errors import ParseError, PDError
 
 API = "/pd/api/v1"
@@ -35,6 +38,7 @@ HEALTH_PATH = f"{API}/health"
 # redirect us (https://github.com/tikv/pd/blob/v8.1.1/tools/pd-ctl/pdctl/ctl.go).
 PD_CTL = "/pd-ctl"
 LOCAL_PD_URL = "http://127.0.0.1:2379"
+LOCAL_PD_TLS_URL = "https://127.0.0.1:2379"
 PD_CONTAINER = "pd"
 
 TransportMode = Literal["Auto", "HTTP", "Exec"]
@@ -98,11 +102,16 @@ class PDClient(Protocol):
 # HTTP
 
 
-def urllib_transport(url: str, timeout: float) -> tuple[int, bytes]:
-    """GET `url` with urllib: (status, body) for any HTTP answer; OSError when there is none."""
+def urllib_transport(
+    url: str, timeout: float, context: ssl.SSLContext | None = None
+) -> tuple[int, bytes]:
+    """GET `url` with urllib: (status, body) for any HTTP answer; OSError when there is none.
+
+    `context`: TLS with a client certificate, the server verified (adapters.tls).
+    """
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
             return int(response.status), bytes(response.read())
     except urllib.error.HTTPError as exc:
         # A non-200 is an answer, not a transport failure: PD puts its error text in the
@@ -137,10 +146,17 @@ def _status_hint(status: int) -> str:
     return "check the PD address and version"
 
 
-def _unreachable_reason(exc: BaseException, url: str, timeout: float) -> str:
+def _unreachable_reason(
+    exc: BaseException, url: str, timeout: float, tls_secret: str | None = None
+) -> str:
     """A short, specific description of why no HTTP answer came."""
     cause: object = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-    host = urllib.parse.urlsplit(url).hostname or url
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or url
+    source = f"Secret {tls_secret}" if tls_secret else None
+    tls_problem = explain(exc, peer=f"PD {parts.netloc}", source=source)
+    if tls_problem is not None:
+        return tls_problem
     if isinstance(cause, ConnectionRefusedError):
         return "connection refused (nothing listens on that host and port)"
     if isinstance(cause, TimeoutError):
@@ -157,10 +173,19 @@ def _unreachable_reason(exc: BaseException, url: str, timeout: float) -> str:
 class HTTPPDClient:
     """PD through its HTTP API (GET /pd/api/v1/...), with a timeout on every request."""
 
-    def __init__(self, url: str, timeout: float = 5.0, transport: Transport | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        timeout: float = 5.0,
+        transport: Transport | None = None,
+        *,
+        tls: ssl.SSLContext | None = None,
+        tls_secret: str | None = None,
+    ) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
-        self._transport: Transport = transport or urllib_transport
+        self.tls_secret = tls_secret
+        self._transport: Transport = transport or partial(urllib_transport, context=tls)
 
     def describe(self) -> str:
         """'PD HTTP <url>'."""
@@ -173,10 +198,15 @@ class HTTPPDClient:
         try:
             status, body = self._transport(url, limit)
         except OSError as exc:
-            reason = _unreachable_reason(exc, url, limit)
+            reason = _unreachable_reason(exc, url, limit, self.tls_secret)
+            advice = (
+                ""  # PD answered; the certificates disagree, which another way cannot mend
+                if ssl_cause(exc) is not None
+                else f" Is the PD Service reachable from the controller? If not, {_EXEC_ADVICE}"
+            )
             raise PDUnreachableError(
-                f"PD at {self.url} is unreachable from the controller: {reason} (GET {path}). "
-                f"Is the PD Service reachable from the controller? If not, {_EXEC_ADVICE}",
+                f"PD at {self.url} is unreachable from the controller: {reason} (GET {path})."
+                + advice,
                 url=url,
                 reason=reason,
             ) from exc
@@ -272,15 +302,23 @@ def _classify(err: str, *, command: str, where: str, line: str) -> PDError | Non
         )
     match = _GO_REQUEST.match(err)
     if match:
-        reason = _go_reason(match.group("err"))
-        url = match.group("url")
+        url, go_err = match.group("url"), match.group("err")
         base = urllib.parse.urlsplit(url)
+        pd = f"PD at {base.scheme}://{base.netloc}"
+        if "tls:" in go_err or "x509:" in go_err:
+            why = go_err
+            problem = (
+                f"failed the TLS handshake with {pd}: {go_err}; the certificates pd-ctl was "
+                "given are the PD pod's own mounted TLS Secret: check that Secret"
+            )
+        else:
+            why = _go_reason(go_err)
+            problem = (
+                f"could not reach {pd}: {why}; the PD server in that pod is not answering "
+                "on its client port: is it starting up or crash-looping?"
+            )
         return PDUnreachableError(
-            f"{where}: `pd-ctl {command}` could not reach PD at {base.scheme}://{base.netloc}: "
-            f"{reason}; the PD server in that pod is not answering on its client port: is it "
-            f"starting up or crash-looping? ({said})",
-            url=url,
-            reason=reason,
+            f"{where}: `pd-ctl {command}` {problem} ({said})", url=url, reason=why
         )
     match = _COBRA.match(err)
     if match:
@@ -406,6 +444,7 @@ class ExecPDClient:
         timeout: float = 10.0,
         *,
         exec_fn: ExecFn | None = None,
+        tls_dir: str | None = None,
     ) -> None:
         if exec_fn is None:
             if kube_api_client is None:
@@ -416,14 +455,22 @@ class ExecPDClient:
         self.container = container
         self.timeout = timeout
         self._exec = exec_fn
+        #: The PD pod's mounted TLS Secret: pd-ctl then speaks HTTPS with its certificate.
+        self.tls_dir = tls_dir
 
     def describe(self) -> str:
         """'pd-ctl in pod <ns>/<pod>'."""
         return f"pd-ctl in pod {self.namespace}/{self.pod}"
 
     def run(self, *args: str) -> str:
-        """Run `/pd-ctl -u http://127.0.0.1:2379 <args>` and return its judged output."""
-        argv = [PD_CTL, "-u", LOCAL_PD_URL, *args]
+        """Run `/pd-ctl -u http://127.0.0.1:2379 <args>` and return its judged output.
+
+        With TLS: `-u https://127.0.0.1:2379 --cacert=… --cert=… --key=…`, files of the pod.
+        """
+        if self.tls_dir is None:
+            argv = [PD_CTL, "-u", LOCAL_PD_URL, *args]
+        else:
+            argv = [PD_CTL, "-u", LOCAL_PD_TLS_URL, *pd_ctl_tls_flags(self.tls_dir), *args]
         output = self._exec(self.namespace, self.pod, self.container, argv, self.timeout)
         return judge_pd_ctl_output(output, command=" ".join(args), where=self.describe())
 
@@ -475,10 +522,10 @@ def _pod_ready(pod: Mapping[str, Any]) -> bool:
     return False
 
 
-def find_pd_pod(
+def choose_pd_pod(
     kube: PodLister, cluster_namespace: str, cluster_name: str, kind: str = V1_KIND
-) -> str | None:
-    """Name of a Running, not-terminating PD pod of the cluster (Ready ones first)."""
+) -> dict[str, Any] | None:
+    """A Running, not-terminating PD pod of the cluster (Ready ones first), as the API has it."""
     # TiDB Operator v1 labels PD pods app.kubernetes.io/instance=<tc>, component=pd; v2
     # pingcap.com/cluster=<cluster>, pingcap.com/component=pd (docs/tidb-operator-v2.md).
     selector = database_pod_selector(kind, cluster_name, "pd")
@@ -487,10 +534,10 @@ def find_pd_pod(
         meta = pod.get("metadata") or {}
         if (pod.get("status") or {}).get("phase") != "Running" or meta.get("deletionTimestamp"):
             continue
-        candidates.append((not _pod_ready(pod), str(meta.get("name", ""))))
+        candidates.append((not _pod_ready(pod), str(meta.get("name", "")), pod))
     if not candidates:
         return None
-    return min(candidates)[1]
+    return min(candidates, key=lambda c: (c[0], c[1]))[2]
 
 
 def _http_failure(client: HTTPPDClient, timeout: float) -> str | None:
@@ -514,13 +561,17 @@ def make_pd_client(
     probe_timeout: float = 2.0,
     http_transport: Transport | None = None,
     exec_fn: ExecFn | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> PDClient | None:
     """The PD client spec.preflight.pdTransport asks for; None when there is no PD address.
 
     Auto: HTTP if the URL answers within `probe_timeout`, else pd-ctl in a PD pod if one
     runs. When the chosen way is impossible, an UnavailablePDClient carries the reason, so
-    the PD checks fail with it instead of the controller raising.
+    the PD checks fail with it instead of the controller raising. With `endpoint.pd_tls_secret`
+    set, HTTP uses `tls` (the context of that Secret) and pd-ctl the PD pod's own mounted TLS
+    Secret.
     """
+    tls_secret = endpoint.pd_tls_secret
     cluster = endpoint.cluster_name
     ns = endpoint.cluster_namespace
     kind = endpoint.cluster_kind or V1_KIND
@@ -528,7 +579,13 @@ def make_pd_client(
     def http() -> HTTPPDClient | None:
         if endpoint.pd_url is None:
             return None
-        return HTTPPDClient(endpoint.pd_url, timeout=timeout, transport=http_transport)
+        return HTTPPDClient(
+            endpoint.pd_url,
+            timeout=timeout,
+            transport=http_transport,
+            tls=tls,
+            tls_secret=tls_secret,
+        )
 
     def exec_client(why_not_http: str = "") -> PDClient:
         prefix = f"{why_not_http}; and " if why_not_http else ""
@@ -538,7 +595,7 @@ def make_pd_client(
                 "(spec.target alone names no pods)"
             )
         try:
-            pod = find_pd_pod(kube, ns, cluster, kind)
+            pod = choose_pd_pod(kube, ns, cluster, kind)
         except Exception as exc:  # any API failure: report it rather than crash the gate
             return UnavailablePDClient(f"{prefix}listing PD pods in {ns} failed: {exc}")
         if pod is None:
@@ -547,7 +604,19 @@ def make_pd_client(
                 f"(selector {database_pod_selector(kind, cluster, 'pd')})"
                 "; is the cluster up and spec.cluster right?"
             )
-        return ExecPDClient(api_client, ns, pod, exec_fn=exec_fn, timeout=max(timeout, 10.0))
+        name = str(pod["metadata"]["name"])
+        tls_dir = None
+        if tls_secret is not None:
+            tls_dir = pd_tls_dir(pod, tls_secret, PD_CONTAINER)
+            if tls_dir is None:
+                return UnavailablePDClient(
+                    f"{prefix}PD pod {ns}/{name} mounts no TLS Secret in its {PD_CONTAINER!r} "
+                    "container for pd-ctl (TiDB Operator mounts the PD server Secret at "
+                    "/var/lib/pd-tls when spec.tlsCluster is on); use pdTransport: HTTP"
+                )
+        return ExecPDClient(
+            api_client, ns, name, exec_fn=exec_fn, timeout=max(timeout, 10.0), tls_dir=tls_dir
+        )
 
     if transport_mode == "HTTP":
         return http()

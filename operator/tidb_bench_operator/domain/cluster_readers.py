@@ -13,11 +13,14 @@ from tidb_bench_operator.domain.cluster_view import (
     V1_KIND,
     V2_GROUP_KINDS,
     V2_KIND,
+    ClusterTls,
     ClusterView,
     ComponentGroup,
     Condition,
     TidbEndpoint,
     WeightedTopology,
+    cluster_client_secret_name,
+    mysql_client_secret_name,
 )
 from tidb_bench_operator.domain.preflight.placement import _get  # plain-dict reader
 from tidb_bench_operator.errors import SpecError
@@ -52,13 +55,21 @@ def read_tidb_cluster(tc: Mapping[str, Any], *, namespace: str | None = None) ->
         )
     # `<tc>-tidb` is TiDB Operator v1's TiDB Service; `<tc>-pd` its PD Service.
     tidb = TidbEndpoint(host=f"{name}-tidb.{ns}", port=TIDB_CLIENT_PORT)
+    tls = ClusterTls(
+        cluster=_get(spec, "tlsCluster", "enabled") is True,
+        mysql=_get(spec, "tidb", "tlsClient", "enabled") is True,
+        cluster_client_secret=cluster_client_secret_name(name),
+        mysql_client_secret=mysql_client_secret_name(name),
+    )
+    scheme = "https" if tls.cluster else "http"
     return ClusterView(
         kind=V1_KIND,
         name=name,
         namespace=ns,
         groups=tuple(groups),
-        pd_url=f"http://{name}-pd.{ns}:{PD_CLIENT_PORT}",
+        pd_url=f"{scheme}://{name}-pd.{ns}:{PD_CLIENT_PORT}",
         tidb=tidb,
+        tls=tls,
         source=tc,
     )
 
@@ -132,6 +143,7 @@ def _v2_group(group: Mapping[str, Any], component: str) -> ComponentGroup:
         updated_replicas=_int(status.get("updatedReplicas")),
         status_version=status.get("version") or None,
         conditions=_conditions(group),
+        mysql_tls=_get(template, "security", "tls", "mysql", "enabled") is True,
     )
 
 
@@ -161,7 +173,7 @@ def read_v2_cluster(
         views.append(_v2_group(g, comp))
     views.sort(key=lambda v: (DATABASE_COMPONENTS.index(v.component), v.name))
 
-    tls = bool(_get(cluster, "spec", "tlsCluster", "enabled"))
+    tls = _get(cluster, "spec", "tlsCluster", "enabled") is True
     pd_url = _get(cluster, "status", "pd") or None
     pd_groups = [v for v in views if v.component == "pd"]
     if pd_url is None and pd_groups:
@@ -208,6 +220,12 @@ def read_v2_cluster(
         pd_url=str(pd_url) if pd_url else None,
         tidb=tidb,
         conditions=_conditions(cluster),
+        tls=ClusterTls(
+            cluster=tls,
+            mysql=chosen is not None and chosen.mysql_tls,
+            cluster_client_secret=cluster_client_secret_name(name),
+            mysql_client_secret=mysql_client_secret_name(chosen.name) if chosen else "",
+        ),
         source=cluster,
     )
 

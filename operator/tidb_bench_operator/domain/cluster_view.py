@@ -148,10 +148,44 @@ class ComponentGroup:
     updated_replicas: int | None = None
     status_version: str | None = None
     conditions: tuple[Condition, ...] = ()
+    #: v2 TiDBGroup: `spec.template.spec.security.tls.mysql.enabled`.
+    mysql_tls: bool = False
 
     def condition(self, type_: str) -> Condition | None:
         """The group's condition of that type, if it reports one."""
         return next((c for c in self.conditions if c.type == type_), None)
+
+
+@dataclass(frozen=True)
+class ClusterTls:
+    """TLS as the cluster object turns it on, and the client Secrets TiDB Operator names.
+
+    `cluster`: TLS between components (v1 and v2 `spec.tlsCluster.enabled`): PD serves its
+    API over HTTPS only and demands a client certificate, the one in `cluster_client_secret`
+    (`<cluster>-cluster-client-secret` in both generations). `mysql`: TiDB accepts TLS from
+    MySQL clients (v1 `spec.tidb.tlsClient.enabled`, v2 the TiDBGroup's
+    `spec.template.spec.security.tls.mysql.enabled`), whose client certificate TiDB Operator
+    keeps in `mysql_client_secret` (v1 `<cluster>-tidb-client-secret`, v2
+    `<tidbgroup>-tidb-client-secret`). See docs/tls.md.
+    """
+
+    cluster: bool = False
+    mysql: bool = False
+    cluster_client_secret: str = ""
+    mysql_client_secret: str = ""
+
+
+def cluster_client_secret_name(cluster: str) -> str:
+    """The shared client certificate's Secret, `<cluster>-cluster-client-secret` (v1 and v2)."""
+    return f"{cluster}-cluster-client-secret"
+
+
+def mysql_client_secret_name(owner: str) -> str:
+    """The MySQL client certificate's Secret: `<owner>-tidb-client-secret`.
+
+    The owner is the TidbCluster (v1) or the TiDBGroup (v2).
+    """
+    return f"{owner}-tidb-client-secret"
 
 
 @dataclass(frozen=True)
@@ -176,6 +210,7 @@ class ClusterView:
     tidb: TidbEndpoint | None
     # v2 Cluster conditions (Available, Progressing, Suspended); v1 keeps none here.
     conditions: tuple[Condition, ...] = ()
+    tls: ClusterTls = field(default_factory=ClusterTls)
     # The TidbCluster object (v1): its topologySpreadConstraints are judged as they are.
     source: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 

@@ -276,11 +276,29 @@ def build_crd(kind: str) -> dict[str, Any]:
     }
 
 
+#: Plain scalars that YAML 1.1 reads as booleans (https://yaml.org/type/bool.html). kubectl's
+#: YAML reader (go-yaml v2) follows 1.1, so an unquoted `n` (TrialSummary's field) became
+#: `false` and `kubectl apply` refused the CRD; PyYAML quotes only some of them itself.
+YAML11_BOOLEANS = frozenset(
+    spelling
+    for word in ("y", "yes", "n", "no", "true", "false", "on", "off")
+    for spelling in (word, word.capitalize(), word.upper())
+)
+
+
 def render_yaml(kind: str) -> str:
     """The text of crds/<kind>.yaml: header comment plus the CRD as YAML."""
     import yaml  # only the writer needs YAML; the builder stays stdlib + pydantic
 
-    body = yaml.safe_dump(build_crd(kind), sort_keys=False, width=100, allow_unicode=True)
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def string(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+        style = "'" if value in YAML11_BOOLEANS else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, string)
+    body = yaml.dump(build_crd(kind), Dumper=Dumper, sort_keys=False, width=100, allow_unicode=True)
     return HEADER + body
 
 

@@ -1,4 +1,9 @@
-"""Pure builders of the Kubernetes manifests the controller creates (Jobs, ConfigMaps, Events)."""
+"""Pure builders of the Kubernetes manifests the controller creates (Jobs, ConfigMaps, Events).
+
+Why over 500 lines: every object the controller creates is built here, because they share
+the names, labels, owner references and the run's resolved endpoint; split by object, each
+part would import the others' helpers.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from typing import Any
 
 from tidb_bench_operator.domain.cluster_view import V1_KIND, ClusterView, anti_affinity_selector
 from tidb_bench_operator.domain.models import API_VERSION, BenchmarkRunSpec, ResolvedEndpoint
+from tidb_bench_operator.domain.tls import mount_mysql_tls, tls_runner_args
 
 DEFAULT_IMAGE = "ghcr.io/tidb-bench/tidb-bench-operator:0.1.0"
 # The node name label the kubelet sets (docs/tidb-operator.md); the labels TiDB Operator
@@ -30,6 +36,8 @@ MANAGED_BY = {
 # so a compromised runner holds no Kubernetes credentials (deploy/ grants it nothing).
 RUNNER_SERVICE_ACCOUNT = "tidb-bench-runner"
 PASSWORD_ENV = "TIDB_BENCH_PASSWORD"
+#: The runner's user and group; a TLS Secret volume's files are readable by that group only.
+RUNNER_UID = 65532
 USER_ENV = "TIDB_BENCH_USER"
 # Seconds between creating a step's Jobs and the start time their pods wait for: long
 # enough for the scheduler and image pulls on a warm node, short enough not to waste time.
@@ -63,6 +71,9 @@ class Endpoint:
     cluster_kind: str | None = None
     # v2: the TiDBGroup whose Service `host` is (None when target.host overrides it).
     tidb_group: str | None = None
+    # Client certificate Secrets (domain/tls.py); None: that connection is plain.
+    pd_tls_secret: str | None = None
+    mysql_tls_secret: str | None = None
 
 
 def compute_endpoint(
@@ -106,6 +117,8 @@ def resolved_endpoint(endpoint: Endpoint) -> ResolvedEndpoint:
         port=endpoint.port,
         pd_url=endpoint.pd_url,
         tidb_group=endpoint.tidb_group,
+        pd_tls_secret=endpoint.pd_tls_secret,
+        mysql_tls_secret=endpoint.mysql_tls_secret,
     )
 
 
@@ -124,6 +137,8 @@ def endpoint_of(
         base.cluster_namespace,
         resolved.cluster_kind,
         resolved.tidb_group,
+        resolved.pd_tls_secret,
+        resolved.mysql_tls_secret,
     )
 
 
@@ -287,8 +302,8 @@ def build_runner_job(
         ],
         "securityContext": {
             "runAsNonRoot": True,
-            "runAsUser": 65532,
-            "runAsGroup": 65532,
+            "runAsUser": RUNNER_UID,
+            "runAsGroup": RUNNER_UID,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "containers": [
@@ -307,6 +322,8 @@ def build_runner_job(
         ],
         "volumes": [{"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}}],
     }
+    if endpoint.mysql_tls_secret:
+        mount_mysql_tls(pod_spec, endpoint.mysql_tls_secret, RUNNER_UID)
     # Dataset Jobs keep away from the database pods too: they load the same node.
     affinity = build_affinity(spec, endpoint, run, step_label)
     if affinity:
@@ -375,6 +392,7 @@ def build_step_runner_args(
     if spec.ignore_errors:
         args.append(f"--ignore-errors={spec.ignore_errors}")
     args.append(f"--auto-inc={'on' if spec.dataset.auto_inc else 'off'}")
+    args += tls_runner_args(endpoint.mysql_tls_secret)
     args += [f"--sysbench-arg={a}" for a in spec.extra_args]
     return args
 
@@ -397,6 +415,7 @@ def build_dataset_runner_args(
         args.append(f"--policy={spec.dataset.prepare}")
         args.append(f"--analyze={'on' if spec.dataset.analyze else 'off'}")
         args.append(f"--warm-up={'on' if spec.dataset.warm_up else 'off'}")
+    args += tls_runner_args(endpoint.mysql_tls_secret)
     args += [f"--sysbench-arg={a}" for a in spec.extra_args]
     return args
 

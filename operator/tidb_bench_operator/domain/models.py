@@ -229,6 +229,40 @@ class Credentials(_Spec):
     )
 
 
+class TlsSide(_Spec):
+    """TLS for one kind of connection: whether it is on, and the client certificate's Secret."""
+
+    enabled: bool | None = Field(
+        default=None,
+        description="Use TLS with a client certificate. Unset: as the cluster object says "
+        "(off for a run with only `target`).",
+    )
+    secret_ref: SecretRef | None = Field(
+        default=None,
+        description="Secret in the run's namespace with `ca.crt`, `tls.crt` and `tls.key` "
+        "(TiDB Operator's layout). Unset: the client Secret TiDB Operator names for the "
+        "cluster; required with `enabled: true` and no `cluster`.",
+    )
+
+
+class Tls(_Spec):
+    """TLS to a secured cluster: PD's API (mutual TLS) and TiDB's MySQL protocol."""
+
+    cluster: TlsSide = Field(
+        default_factory=TlsSide,
+        description="TLS between components (`tlsCluster`): PD over HTTPS with the client "
+        "certificate, for the HTTP API and pd-ctl. Default Secret: "
+        "`<cluster>-cluster-client-secret`.",
+    )
+    mysql: TlsSide = Field(
+        default_factory=TlsSide,
+        description="TLS for MySQL clients (v1 `spec.tidb.tlsClient`, v2 the TiDBGroup's "
+        "`security.tls.mysql`): sysbench and the controller's SQL connect over TLS with the "
+        "client certificate, the server verified against `ca.crt`. Default Secret: "
+        "`<cluster>-tidb-client-secret` (v1), `<tidbgroup>-tidb-client-secret` (v2).",
+    )
+
+
 class Dataset(_Spec):
     """The sysbench tables the workloads run against."""
 
@@ -387,6 +421,10 @@ class BenchmarkRunSpec(_Spec):
         description="Explicit endpoints; required (with `host`) when `cluster` is not given.",
     )
     credentials: Credentials = Field(description="Database credentials, from a Secret.")
+    tls: Tls = Field(
+        default_factory=Tls,
+        description="TLS to PD and TiDB; unset, as the cluster object turns it on (docs/tls.md).",
+    )
     database: str = Field(
         default="sbtest",
         max_length=64,
@@ -827,6 +865,16 @@ class ResolvedEndpoint(_Status):
     host: str = Field(description="TiDB (MySQL protocol) host the clients connect to.")
     port: int = Field(description="TiDB (MySQL protocol) port.")
     pd_url: str | None = Field(default=None, alias="pdURL", description="PD base URL, if any.")
+    pd_tls_secret: str | None = Field(
+        default=None,
+        alias="pdTLSSecret",
+        description="Secret holding PD's client certificate (names only, never contents).",
+    )
+    mysql_tls_secret: str | None = Field(
+        default=None,
+        alias="mysqlTLSSecret",
+        description="Secret holding the MySQL client certificate the clients use.",
+    )
     tidb_group: str | None = Field(
         default=None,
         description="Cluster (v2): the TiDBGroup measured (an Event says why when it has several).",

@@ -1,15 +1,27 @@
-"""`tidb-bench report`: a finished run as Markdown tables and a hand-written SVG chart."""
+"""`tidb-bench report`: a run as Markdown tables (the chart is domain/report_chart.py, one
+HTML file of both domain/report_html.py).
+
+The chart shows, per workload, throughput (QPS; TPS too for transactional workloads) and the
+percentile latency against threads on a log2 axis, the SLO line, the peak, recommended and
+knee steps, failed and invalid steps on the axis, another run overlaid (`--compare RUN`),
+published numbers beside it (`--compare REFERENCE.yaml`, domain/reference.py), and QPS over
+time per step from the interval series of the results ConfigMap.
+"""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from xml.sax.saxutils import escape, quoteattr
 
 from tidb_bench_operator.domain.analysis import compute_summary
 from tidb_bench_operator.domain.models import BenchmarkRunStatus, StepStatus
+
+# spec[k1][k2]... or None: a saved spec is read leniently (any version's fields).
+from tidb_bench_operator.domain.preflight.placement import _get
+from tidb_bench_operator.domain.reference import Reference, ReferenceResult
+from tidb_bench_operator.domain.report_stats import has_trials, regression_lines, trial_cells
+from tidb_bench_operator.domain.report_stats import rate as _rate
 from tidb_bench_operator.domain.results import StepResult
 
 #: Percentile assumed when no step of a workload reports one (spec.percentile's default).
@@ -49,13 +61,6 @@ def _latency(step: StepStatus) -> float | None:
 # --------------------------------------------------------------------------- number formats
 
 
-def _rate(value: float | None) -> str:
-    """QPS/TPS as people write them (docs/field-story.md): thousands separators, decimals < 100."""
-    if value is None:
-        return "—"
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}"
-
-
 def _ms(value: float | None) -> str:
     """Milliseconds with 2 decimals, as sysbench prints them."""
     return "—" if value is None else f"{value:,.2f}"
@@ -89,11 +94,14 @@ class _Verdict:
     slo_known: bool
 
 
-def _verdicts(status: BenchmarkRunStatus) -> dict[str, _Verdict]:
+def _verdicts(
+    status: BenchmarkRunStatus, spec: Mapping[str, Any] | None = None
+) -> dict[str, _Verdict]:
     """Per-workload verdicts: the controller's own summary wins, else analysis on valid steps.
 
-    Why prefer status.summary: only the controller knew spec.slo; without it the report can
-    name the peak and the knee but not the best step under the SLO.
+    Why prefer status.summary: it is what the controller decided with the run's spec.slo.
+    Without it the SLO is known only when the spec came with the status (a saved
+    BenchmarkRun); from a results ConfigMap alone the report names peak and knee only.
     """
     verdicts: dict[str, _Verdict] = {}
     if status.summary is not None:
@@ -104,7 +112,7 @@ def _verdicts(status: BenchmarkRunStatus) -> dict[str, _Verdict]:
                 peak_latency_ms=item.peak_latency_ms,
                 recommended_threads=item.recommended_threads,
                 recommended_qps=item.recommended_qps,
-                saturation_threads=item.saturation_threads,
+                saturation_threads=_knee_only(item.saturation_threads, status, item.workload),
                 slo_known=True,
             )
     results: list[StepResult] = []
@@ -112,28 +120,50 @@ def _verdicts(status: BenchmarkRunStatus) -> dict[str, _Verdict]:
         result = step.to_result()
         if step.workload not in verdicts and result is not None and step.valid is not False:
             results.append(result)
-    for computed in compute_summary(results, slo_latency_ms=None).workloads:
+    slo = _slo(spec)
+    for computed in compute_summary(results, slo_latency_ms=slo).workloads:
         verdicts[computed.workload] = _Verdict(
             peak_qps=computed.peak_qps,
             peak_threads=computed.peak_threads,
             peak_latency_ms=computed.peak_latency_ms,
-            recommended_threads=None,
-            recommended_qps=None,
+            recommended_threads=computed.recommended_threads if slo is not None else None,
+            recommended_qps=computed.recommended_qps if slo is not None else None,
             saturation_threads=(
                 computed.saturation_threads if computed.saturation_basis == "knee" else None
             ),
-            slo_known=False,
+            slo_known=slo is not None,
         )
     return verdicts
 
 
-def _summary_lines(verdict: _Verdict | None, label: str, steps: Sequence[StepStatus]) -> list[str]:
+def _knee_only(threads: int | None, status: BenchmarkRunStatus, workload: str) -> int | None:
+    """The summary's saturation point when it is a knee. The controller falls back to the
+    peak when QPS never stopped rising; at the sweep's last valid step nothing came after
+    it, so it is that fallback, not a knee ("not reached")."""
+    measured = [
+        s.threads
+        for s in status.steps
+        if s.workload == workload and s.qps is not None and s.valid is not False
+    ]
+    if threads is None or not measured or threads >= max(measured):
+        return None
+    return threads
+
+
+def _summary_lines(
+    verdict: _Verdict | None,
+    label: str,
+    steps: Sequence[StepStatus],
+    spec: Mapping[str, Any] | None = None,
+) -> list[str]:
     if verdict is None or verdict.peak_qps is None or verdict.peak_threads is None:
         return ["- No valid finished step: no peak, recommendation or saturation point."]
     peak = f"- Peak: {_rate(verdict.peak_qps)} QPS at {verdict.peak_threads} threads"
     if verdict.peak_latency_ms is not None:
         peak += f" ({label} {_ms(verdict.peak_latency_ms)} ms)"
-    if not verdict.slo_known:
+    if not verdict.slo_known and spec is not None:
+        recommended = "- Recommended under SLO: none (the run sets no spec.slo.latencyMs)."
+    elif not verdict.slo_known:
         recommended = "- Recommended under SLO: not known (the run's status has no summary)."
     elif verdict.recommended_threads is None:
         recommended = "- Recommended under SLO: none (no step meets the SLO)."
@@ -175,14 +205,28 @@ def _step_notes(step: StepStatus, verdict: _Verdict | None) -> str:
 
 
 def _workload_table(steps: Sequence[StepStatus], verdict: _Verdict | None, label: str) -> list[str]:
+    """One row per step; with repeated trials QPS is their median, with its 95% interval
+    and CV beside it."""
+    trials = has_trials(steps)
+    head, rule = (
+        ("QPS (median) | QPS 95% interval | CV |", "--: | :--: | --: |")
+        if trials
+        else (
+            "QPS |",
+            "--: |",
+        )
+    )
     lines = [
-        f"| threads | QPS | TPS | {label} (ms) | errors/s | notes |",
-        "| ------: | --: | --: | ---: | ---: | :--- |",
+        f"| threads | {head} TPS | {label} (ms) | errors/s | notes |",
+        f"| ------: | {rule} --: | ---: | ---: | :--- |",
     ]
     for step in steps:
         errors = "—" if step.errors_per_sec is None else f"{step.errors_per_sec:,.2f}"
+        qps = _rate(step.qps)
+        if trials:
+            qps += " | " + " | ".join(trial_cells(step))
         lines.append(
-            f"| {step.threads} | {_rate(step.qps)} | {_rate(step.tps)} | "
+            f"| {step.threads} | {qps} | {_rate(step.tps)} | "
             f"{_ms(_latency(step))} | {errors} | {_step_notes(step, verdict)} |"
         )
     return lines
@@ -218,239 +262,204 @@ def _compare_table(
     return lines
 
 
+def _slo(spec: Mapping[str, Any] | None) -> float | None:
+    value = _get(spec, "slo", "latencyMs")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a reader needs before the numbers: which system, when, with what load."""
+
+    what: list[str]
+    how: list[str]
+
+
+def run_context(run: BenchmarkRunStatus, spec: Mapping[str, Any] | None) -> Context:
+    """The run's context from its spec (when the source had one) and its status."""
+    what: list[str] = []
+    name, ns = _get(spec, "cluster", "name"), _get(spec, "cluster", "namespace")
+    host, port = _get(spec, "target", "host"), _get(spec, "target", "port")
+    if name:
+        what.append(f"cluster {ns}/{name}" if ns else f"cluster {name}")
+    elif host:
+        what.append(f"target {host}:{port or 4000}")
+    env = run.environment
+    if env is not None and env.tidb_version:
+        what.append(f"TiDB {env.tidb_version}")
+    elif env is not None and env.server_version:
+        what.append(f"server {env.server_version} (not TiDB)")
+    else:
+        what.append("TiDB version not recorded")
+    if run.started_at is not None:
+        what.append(run.started_at.strftime("%Y-%m-%d %H:%M UTC"))
+    sysbench = (env.sysbench_version if env else None) or next(
+        (s.sysbench_version for s in run.steps if s.sysbench_version), None
+    )
+    if sysbench:
+        what.append(f"sysbench {sysbench}")
+    what.append(f"phase {run.phase}")
+
+    how: list[str] = []
+    if spec is None:
+        how.append("no spec in this source: dataset, clients and SLO unknown")
+        clients = max((s.clients or 1 for s in run.steps), default=None)
+        if clients:
+            how.append(f"{clients} client{'s' if clients > 1 else ''}")
+        return Context(what, how)
+    if isinstance(_get(spec, "dataset"), Mapping):
+        tables = _get(spec, "dataset", "tables") or 1
+        size = _get(spec, "dataset", "tableSize") or 10000
+        how.append(f"dataset {tables} table{'s' if tables != 1 else ''} × {size:,} rows")
+    else:
+        how.append("dataset not recorded")
+    clients = _get(spec, "clients") or 1
+    how.append(f"{clients} client pod{'s' if clients != 1 else ''}, threads per client")
+    duration, warmup = _get(spec, "durationSeconds"), _get(spec, "warmupSeconds")
+    if duration:
+        how.append(f"{duration} s per step" + (f" after {warmup} s warm-up" if warmup else ""))
+    percentile = _get(spec, "percentile") or DEFAULT_PERCENTILE
+    slo = _slo(spec)
+    how.append(f"SLO p{percentile} ≤ {slo:g} ms" if slo is not None else "no SLO set")
+    return Context(what, how)
+
+
+# --------------------------------------------------------------------------- references
+
+
+@dataclass(frozen=True)
+class _RefRow:
+    """A published number with its label (R1, R2, ...) and the reference it belongs to."""
+
+    label: str
+    reference: Reference
+    row: ReferenceResult
+
+
+def _ref_rows(references: Sequence[Reference]) -> list[_RefRow]:
+    return [
+        _RefRow(f"R{i + 1}", ref, row) for i, ref in enumerate(references) for row in ref.results
+    ]
+
+
+def _amount(value: float | tuple[float, float] | None) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, tuple):
+        return f"{_rate(value[0])}–{_rate(value[1])}"
+    return _rate(value)
+
+
+def _against(mine: float | None, theirs: float | tuple[float, float] | None) -> str:
+    """This run's number against a published one: a delta, or where it lies in a range."""
+    if mine is None or theirs is None:
+        return "—"
+    if isinstance(theirs, tuple):
+        low, high = theirs
+        if mine < low:
+            return f"{_delta(mine, low)} below the range"
+        if mine > high:
+            return f"{_delta(mine, high)} above the range"
+        return "within the range"
+    return _delta(mine, theirs)
+
+
+def _reference_tables(
+    run: BenchmarkRunStatus, references: Sequence[Reference], verdicts: dict[str, _Verdict]
+) -> list[str]:
+    workloads = {s.workload for s in run.steps}
+    lines = [
+        "## Compared with published numbers",
+        "",
+        "Published numbers were measured elsewhere, under the conditions quoted with them; "
+        "a row is compared with this run's step at the same threads, else with its peak.",
+        "",
+    ]
+    mine = {(s.workload, s.threads): s for s in run.steps if s.qps is not None}
+    for ref_index, ref in enumerate(references):
+        label = f"R{ref_index + 1}"
+        lines += [f"### {label}: {_cell(ref.name)}", "", f"Source: {_cell(ref.source)}"]
+        if ref.conditions:
+            lines += ["", f"Conditions: {_cell(ref.conditions)}"]
+        lines += [
+            "",
+            "| workload | threads | published QPS | published TPS | published latency (ms) "
+            "| this run | QPS or TPS vs published |",
+            "| :--- | ------: | --: | --: | ---: | :--- | :--- |",
+        ]
+        skipped = 0
+        for row in ref.results:
+            if row.workload not in workloads:
+                skipped += 1
+                continue
+            step = mine.get((row.workload, row.threads)) if row.threads else None
+            verdict = verdicts.get(row.workload)
+            if step is not None:
+                ours = f"{_rate(step.qps)} QPS, {_rate(step.tps)} TPS at {step.threads} threads"
+                qps, tps = step.qps, step.tps
+            elif verdict is not None and verdict.peak_qps is not None:
+                peak = next(
+                    (
+                        s
+                        for s in run.steps
+                        if s.workload == row.workload and s.threads == verdict.peak_threads
+                    ),
+                    None,
+                )
+                qps, tps = verdict.peak_qps, peak.tps if peak else None
+                ours = f"peak {_rate(qps)} QPS, {_rate(tps)} TPS at {verdict.peak_threads} threads"
+            else:
+                qps = tps = None
+                ours = "no finished step"
+            versus = (
+                _against(qps, row.qps) if row.qps is not None else _against(tps, row.tps) + " (TPS)"
+            )
+            latency = "—" if row.latency_ms is None else f"p{row.percentile} {_ms(row.latency_ms)}"
+            lines.append(
+                f"| {row.workload} | {row.threads or '—'} | {_amount(row.qps)} | "
+                f"{_amount(row.tps)} | {latency} | {_cell(ours)} | {versus} |"
+            )
+        if skipped:
+            lines += ["", f"({skipped} published row(s) for workloads this run did not measure.)"]
+        lines.append("")
+    return lines
+
+
+# --------------------------------------------------------------------------- markdown
+
+
 def render_markdown(
     run_name: str,
     status: StatusLike,
     compare: tuple[str, StatusLike] | None = None,
+    *,
+    spec: Mapping[str, Any] | None = None,
+    references: Sequence[Reference] = (),
 ) -> str:
-    """The run as Markdown: per workload a step table and summary lines; optionally a
-    side-by-side comparison with another run (deltas in % per workload and threads)."""
+    """The run as Markdown: its context, per workload a step table and summary lines;
+    optionally a side-by-side comparison with another run (deltas in % per workload and
+    threads) and with published numbers (their source beside them)."""
     run = _as_status(status)
     lines = [f"# BenchmarkRun {_cell(run_name)}", ""]
-    facts = [f"phase {run.phase}"]
-    if run.environment is not None:
-        if run.environment.tidb_version:
-            facts.append(f"TiDB {run.environment.tidb_version}")
-        if run.environment.sysbench_version:
-            facts.append(f"sysbench {run.environment.sysbench_version}")
-    if run.started_at is not None:
-        facts.append(f"started {run.started_at.isoformat()}")
-    if run.finished_at is not None:
-        facts.append(f"finished {run.finished_at.isoformat()}")
-    lines += [_cell(", ".join(facts)), ""]
+    context = run_context(run, spec)
+    lines += [_cell(", ".join(context.what)), "", _cell(", ".join(context.how)), ""]
     if run.summary is not None and run.summary.headline:
         lines += [_cell(run.summary.headline), ""]
     groups = _by_workload(run.steps)
     if not groups:
         lines += ["No steps recorded.", ""]
-    verdicts = _verdicts(run)
+    verdicts = _verdicts(run, spec)
     for workload, steps in groups.items():
         label = f"p{_percentile(steps)}"
         verdict = verdicts.get(workload)
         lines += [f"## {workload}", ""]
         lines += _workload_table(steps, verdict, label)
-        lines += ["", *_summary_lines(verdict, label, steps), ""]
+        lines += ["", *_summary_lines(verdict, label, steps, spec), ""]
+    lines += regression_lines(run)
     if compare is not None:
         other_name, other_status = compare
         lines += _compare_table(run_name, run, other_name, _as_status(other_status))
         lines.append("")
+    if references:
+        lines += _reference_tables(run, references, verdicts)
     return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------- svg
-
-WIDTH = 720
-TITLE_HEIGHT = 40
-PANEL_HEIGHT = 320
-PLOT_LEFT = 80
-PLOT_RIGHT = WIDTH - 80
-PLOT_TOP = 56  # within a panel: workload name and legend above the plot
-PLOT_BOTTOM = PANEL_HEIGHT - 56
-QPS_COLOUR = "#1f77b4"
-LATENCY_COLOUR = "#d62728"
-TICKS = 5
-
-
-def _nice_ticks(maximum: float, count: int = TICKS) -> list[float]:
-    """Round tick values 0, s, 2s, ... covering `maximum`, with s = 1, 2, 2.5 or 5 x 10^k."""
-    if not maximum > 0 or not math.isfinite(maximum):
-        maximum = 1.0
-    raw = maximum / count
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    top = math.ceil(maximum / step - 1e-9) * step
-    return [i * step for i in range(round(top / step) + 1)]
-
-
-def _tick_label(value: float, step: float) -> str:
-    """A tick value with as many decimals as the tick step needs (2.5 -> 1), thousands separated."""
-    decimals = 0
-    while decimals < 4 and abs(round(step, decimals) - step) > step * 1e-9:
-        decimals += 1
-    return f"{value:,.{decimals}f}"
-
-
-def _num(value: float) -> str:
-    return f"{value:.1f}"
-
-
-def _text(x: float, y: float, content: str, **attrs: str) -> str:
-    extra = "".join(f" {k.replace('_', '-')}={quoteattr(v)}" for k, v in attrs.items())
-    return f'<text x="{_num(x)}" y="{_num(y)}"{extra}>{escape(content)}</text>'
-
-
-def _panel(workload: str, steps: Sequence[StepStatus], top: float) -> list[str]:
-    """One workload's chart: QPS (left axis) and percentile latency (right axis) per threads."""
-    label = f"p{_percentile(steps)}"
-    latency_title = f"{label} latency (ms)"
-    y0, y1 = top + PLOT_TOP, top + PLOT_BOTTOM
-    width = PLOT_RIGHT - PLOT_LEFT
-    qps_ticks = _nice_ticks(max((s.qps or 0.0) for s in steps) if steps else 0.0)
-    lat_ticks = _nice_ticks(max((_latency(s) or 0.0) for s in steps) if steps else 0.0)
-
-    def x_at(i: int) -> float:
-        # Categorical x axis: thread counts are usually powers of two, evenly spaced here.
-        return PLOT_LEFT + (i + 0.5) * width / len(steps)
-
-    def y_at(value: float, ticks: Sequence[float]) -> float:
-        return y1 - value / ticks[-1] * (y1 - y0)
-
-    out = [
-        f'<g class="panel" data-workload={quoteattr(workload)}>',
-        _text(PLOT_LEFT, top + 22, workload, font_size="14", font_weight="bold"),
-    ]
-    # Grid and left (QPS) axis.
-    for tick in qps_ticks:
-        y = y_at(tick, qps_ticks)
-        out.append(
-            f'<line x1="{PLOT_LEFT}" y1="{_num(y)}" x2="{PLOT_RIGHT}" y2="{_num(y)}" '
-            'stroke="#e0e0e0"/>'
-        )
-        out.append(
-            _text(
-                PLOT_LEFT - 6,
-                y + 4,
-                _tick_label(tick, qps_ticks[1]),
-                text_anchor="end",
-                fill=QPS_COLOUR,
-            )
-        )
-    for tick in lat_ticks:
-        y = y_at(tick, lat_ticks)
-        out.append(
-            f'<line x1="{PLOT_RIGHT}" y1="{_num(y)}" x2="{PLOT_RIGHT + 4}" y2="{_num(y)}" '
-            f'stroke="{LATENCY_COLOUR}"/>'
-        )
-        out.append(
-            _text(PLOT_RIGHT + 7, y + 4, _tick_label(tick, lat_ticks[1]), fill=LATENCY_COLOUR)
-        )
-    out += [
-        f'<line x1="{PLOT_LEFT}" y1="{_num(y0)}" x2="{PLOT_LEFT}" y2="{_num(y1)}" '
-        f'stroke="{QPS_COLOUR}"/>',
-        f'<line x1="{PLOT_RIGHT}" y1="{_num(y0)}" x2="{PLOT_RIGHT}" y2="{_num(y1)}" '
-        f'stroke="{LATENCY_COLOUR}"/>',
-        f'<line x1="{PLOT_LEFT}" y1="{_num(y1)}" x2="{PLOT_RIGHT}" y2="{_num(y1)}" stroke="#333"/>',
-    ]
-    for i, step in enumerate(steps):
-        x = x_at(i)
-        out.append(
-            f'<line x1="{_num(x)}" y1="{_num(y1)}" x2="{_num(x)}" y2="{_num(y1 + 4)}" '
-            'stroke="#333"/>'
-        )
-        out.append(_text(x, y1 + 18, str(step.threads), text_anchor="middle"))
-    # Axis titles.
-    mid = (y0 + y1) / 2
-    out += [
-        _text((PLOT_LEFT + PLOT_RIGHT) / 2, y1 + 38, "threads", text_anchor="middle"),
-        _text(
-            22,
-            mid,
-            "QPS",
-            text_anchor="middle",
-            fill=QPS_COLOUR,
-            transform=f"rotate(-90 22 {_num(mid)})",
-        ),
-        _text(
-            WIDTH - 16,
-            mid,
-            latency_title,
-            text_anchor="middle",
-            fill=LATENCY_COLOUR,
-            transform=f"rotate(90 {WIDTH - 16} {_num(mid)})",
-        ),
-    ]
-    # Legend, top right above the plot.
-    legend_y = top + 22
-    for offset, colour, name, marker in (
-        (0, QPS_COLOUR, "QPS", "circle"),
-        (90, LATENCY_COLOUR, latency_title, "square"),
-    ):
-        lx = PLOT_RIGHT - 230 + offset
-        out.append(
-            f'<line x1="{lx}" y1="{_num(legend_y - 4)}" x2="{lx + 24}" y2="{_num(legend_y - 4)}" '
-            f'stroke="{colour}" stroke-width="2"/>'
-        )
-        out.append(_marker(lx + 12, legend_y - 4, colour, marker, hollow=False))
-        out.append(_text(lx + 30, legend_y, name))
-    if any(step.valid is False for step in steps):
-        out.append(_text(PLOT_LEFT, y1 + 38, "hollow marker: invalid step", fill="#666"))
-    # The two curves; steps without a number are left out of that curve.
-    for cls, colour, marker, ticks, value_of, fmt in (
-        ("qps", QPS_COLOUR, "circle", qps_ticks, lambda s: s.qps, _rate),
-        ("latency", LATENCY_COLOUR, "square", lat_ticks, _latency, _ms),
-    ):
-        points = [
-            (x_at(i), y_at(v, ticks), s, v)
-            for i, s in enumerate(steps)
-            if (v := value_of(s)) is not None
-        ]
-        coords = " ".join(f"{_num(x)},{_num(y)}" for x, y, _, _ in points)
-        out.append(
-            f'<polyline class="{cls}" points="{coords}" fill="none" stroke="{colour}" '
-            'stroke-width="2"/>'
-        )
-        for x, y, step, value in points:
-            tip = f"{step.threads} threads: {fmt(value)}"
-            if step.valid is False:
-                tip += " (invalid step)"
-            out.append(_marker(x, y, colour, marker, hollow=step.valid is False, tooltip=tip))
-    out.append("</g>")
-    return out
-
-
-def _marker(
-    x: float, y: float, colour: str, shape: str, hollow: bool, tooltip: str | None = None
-) -> str:
-    """A point marker; hollow marks an invalid step. Circles for QPS, squares for latency."""
-    fill = "#ffffff" if hollow else colour
-    tip = f"<title>{escape(tooltip)}</title>" if tooltip else ""
-    if shape == "circle":
-        return (
-            f'<circle cx="{_num(x)}" cy="{_num(y)}" r="4" fill="{fill}" stroke="{colour}" '
-            f'stroke-width="1.5">{tip}</circle>'
-        )
-    return (
-        f'<rect x="{_num(x - 3.5)}" y="{_num(y - 3.5)}" width="7" height="7" fill="{fill}" '
-        f'stroke="{colour}" stroke-width="1.5">{tip}</rect>'
-    )
-
-
-def render_svg(status: StatusLike, title: str) -> str:
-    """A self-contained SVG: per workload (stacked vertically) QPS and percentile latency
-    against threads, with tick-labelled axes, a legend and `title`. Deterministic output."""
-    run = _as_status(status)
-    groups = _by_workload([s for s in run.steps if s.qps is not None or _latency(s) is not None])
-    height = TITLE_HEIGHT + PANEL_HEIGHT * max(len(groups), 1)
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
-        f'viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">',
-        f"<title>{escape(title)}</title>",
-        f'<rect x="0" y="0" width="{WIDTH}" height="{height}" fill="#ffffff"/>',
-        _text(WIDTH / 2, 26, title, text_anchor="middle", font_size="16", font_weight="bold"),
-    ]
-    if not groups:
-        out.append(_text(WIDTH / 2, TITLE_HEIGHT + 40, "no finished steps", text_anchor="middle"))
-    for index, (workload, steps) in enumerate(groups.items()):
-        out += _panel(workload, steps, TITLE_HEIGHT + index * PANEL_HEIGHT)
-    out.append("</svg>")
-    return "\n".join(out) + "\n"

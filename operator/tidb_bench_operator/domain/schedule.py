@@ -195,6 +195,16 @@ def next_fire_time(spec: BenchmarkScheduleSpec, after: datetime) -> datetime:
     )
 
 
+def period_seconds(spec: BenchmarkScheduleSpec, at: datetime) -> float:
+    """Seconds between the next two fire times after `at`: how often the schedule should
+    produce a run (a day for a nightly schedule), for "no success within its period" alerts.
+
+    Raises SpecError like next_fire_time.
+    """
+    first = next_fire_time(spec, at)
+    return (next_fire_time(spec, first) - first).total_seconds()
+
+
 def compute_run_name(schedule_name: str, scheduled_time: datetime) -> str:
     """`<schedule>-<unix-minutes>`: the same fire time always gives the same name.
 

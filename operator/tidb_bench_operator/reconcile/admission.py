@@ -9,6 +9,8 @@ inputs are read when the run arrives and again when it starts, not while it wait
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tidb_bench_operator.adapters.clusters import read_cluster
 from tidb_bench_operator.adapters.k8s import KubeForbidden
 from tidb_bench_operator.domain.cluster_view import V2_KIND
@@ -18,6 +20,12 @@ from tidb_bench_operator.domain.manifests import (
     resolved_endpoint,
 )
 from tidb_bench_operator.domain.models import Environment, RunPhase
+from tidb_bench_operator.domain.tls import (
+    pd_url_with_tls,
+    resolve_tls,
+    secret_keys_missing,
+    secret_not_found,
+)
 from tidb_bench_operator.errors import SpecError
 from tidb_bench_operator.reconcile.context import RunContext
 
@@ -141,6 +149,38 @@ def resolve_target(ctx: RunContext) -> tuple[str, str] | None:
             f"spec.cluster: {view.where} has no TiDBGroup, so there is no TiDB to connect to "
             "(add a TiDBGroup to the cluster, or set spec.target.host)",
         )
+    try:
+        tls = resolve_tls(spec, view)
+    except SpecError as exc:
+        return ("InvalidSpec", str(exc))
+    for side, secret in (("cluster", tls.pd), ("mysql", tls.mysql)):
+        if secret is None:
+            continue
+        try:
+            keys = ctx.kube.secret_keys(run.namespace, secret)
+        except KubeForbidden as exc:
+            return ("NotPermitted", not_permitted(run.namespace, exc))
+        if keys is None:
+            ns = endpoint.cluster_namespace
+            return ("SecretNotFound", secret_not_found(side, spec, run.namespace, secret, ns))
+        problem = secret_keys_missing(side, spec, run.namespace, secret, keys)
+        if problem is not None:
+            return ("SecretKeyMissing", problem)
+    endpoint = replace(
+        endpoint,
+        pd_url=pd_url_with_tls(endpoint.pd_url, tls.pd is not None),
+        pd_tls_secret=tls.pd,
+        mysql_tls_secret=tls.mysql,
+    )
+    if ctx.st.endpoint is None and (tls.pd or tls.mysql or tls.notes):
+        used = [
+            f"PD over HTTPS with the client certificate of Secret {tls.pd}" if tls.pd else "",
+            f"MySQL over TLS with the client certificate of Secret {tls.mysql}"
+            if tls.mysql
+            else "",
+            *tls.notes,
+        ]
+        ctx.event("Normal" if not tls.notes else "Warning", "TLS", "; ".join(u for u in used if u))
     # v2 only: which TiDBGroup and PD URL a Cluster resolved to is worth an Event (v1's
     # addresses follow from the name alone).
     if view is not None and view.kind == V2_KIND and ctx.st.endpoint is None:

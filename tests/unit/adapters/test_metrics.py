@@ -34,6 +34,7 @@ METRICS: dict[str, str] = {
     "tidb_bench_schedule_last_success_timestamp_seconds": "gauge",
     "tidb_bench_schedule_last_peak_qps": "gauge",
     "tidb_bench_schedule_regressed": "gauge",
+    "tidb_bench_schedule_period_seconds": "gauge",
 }
 
 
@@ -207,6 +208,27 @@ def test_a_schedule_exports_its_last_success_peak_and_regression_flag() -> None:
     assert value(metrics, "tidb_bench_schedule_regressed", schedule="nightly") is None
 
 
+SCHEDULE_SPEC = {
+    "schedule": "0 2 * * *",
+    "timeZone": "Asia/Tokyo",
+    "template": {"target": {"host": "tidb"}, "credentials": {"secretRef": {"name": "db"}}},
+}
+
+
+def test_a_schedule_exports_its_period_until_it_is_suspended() -> None:
+    metrics = Metrics()
+    body: dict[str, Any] = {"metadata": {"name": "nightly", "namespace": NS}, "spec": SCHEDULE_SPEC}
+    metrics.observe_schedule(body)
+    assert value(metrics, "tidb_bench_schedule_period_seconds", schedule="nightly") == 86400.0
+    hourly = {**body, "spec": {**SCHEDULE_SPEC, "schedule": "@hourly"}}
+    metrics.observe_schedule(hourly)
+    assert value(metrics, "tidb_bench_schedule_period_seconds", schedule="nightly") == 3600.0
+    metrics.observe_schedule({**body, "spec": {**SCHEDULE_SPEC, "suspend": True}})
+    assert value(metrics, "tidb_bench_schedule_period_seconds", schedule="nightly") is None
+    metrics.observe_schedule({**body, "spec": {**SCHEDULE_SPEC, "schedule": "not cron"}})
+    assert value(metrics, "tidb_bench_schedule_period_seconds", schedule="nightly") is None
+
+
 def test_every_declared_metric_is_what_the_registry_exposes() -> None:
     metrics = Metrics()
     metrics.observe_run(
@@ -222,6 +244,7 @@ def test_every_declared_metric_is_what_the_registry_exposes() -> None:
     metrics.observe_schedule(
         {
             "metadata": {"name": "s", "namespace": NS},
+            "spec": SCHEDULE_SPEC,
             "status": {
                 "lastPeakQps": 1.0,
                 "history": [{"outcome": "Succeeded", "finishedAt": FINISHED}],

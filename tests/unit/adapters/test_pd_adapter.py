@@ -21,7 +21,7 @@ from tidb_bench_operator.adapters.pd import (
     PDResponseError,
     PDUnreachableError,
     UnavailablePDClient,
-    find_pd_pod,
+    choose_pd_pod,
     judge_pd_ctl_output,
     make_pd_client,
 )
@@ -301,7 +301,7 @@ def endpoint(pd_url: str | None, cluster: str | None = "basic") -> Endpoint:
     return Endpoint("basic-tidb.tidb-cluster", 4000, pd_url, cluster, "tidb-cluster")
 
 
-def test_find_pd_pod_prefers_ready_running_pods_and_skips_terminating_ones() -> None:
+def test_choose_pd_pod_prefers_ready_running_pods_and_skips_terminating_ones() -> None:
     kube = PodsOnly(
         [
             pod("basic-pd-0", deleting=True),
@@ -310,15 +310,18 @@ def test_find_pd_pod_prefers_ready_running_pods_and_skips_terminating_ones() -> 
             pod("basic-pd-3", phase="Pending"),
         ]
     )
-    assert find_pd_pod(kube, "tidb-cluster", "basic") == "basic-pd-2"
+    assert (choose_pd_pod(kube, "tidb-cluster", "basic") or {}).get("metadata", {}).get(
+        "name"
+    ) == "basic-pd-2"
     assert kube.asked == [
         ("tidb-cluster", "app.kubernetes.io/instance=basic,app.kubernetes.io/component=pd")
     ]
 
 
-def test_find_pd_pod_returns_none_when_no_pd_pod_runs() -> None:
+def test_choose_pd_pod_returns_none_when_no_pd_pod_runs() -> None:
     assert (
-        find_pd_pod(PodsOnly([pod("basic-pd-0", phase="Pending")]), "tidb-cluster", "basic") is None
+        choose_pd_pod(PodsOnly([pod("basic-pd-0", phase="Pending")]), "tidb-cluster", "basic")
+        is None
     )
 
 

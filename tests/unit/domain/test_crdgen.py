@@ -467,3 +467,24 @@ def test_a_model_with_a_union_of_types_cannot_become_a_crd() -> None:
 
     with pytest.raises(ValueError, match="anyOf"):
         crdgen.openapi_schema(Mixed)
+
+
+@pytest.mark.parametrize("kind", crdgen.KINDS)
+def test_the_crd_reads_the_same_under_yaml_1_1_booleans_as_kubectl_reads_it(kind: str) -> None:
+    """kubectl (go-yaml v2) reads y/n/yes/no/on/off as booleans: a field named `n` must be
+    quoted, or `kubectl apply` fails with "cannot unmarshal bool into ... string"."""
+    import re
+
+    import yaml
+
+    class Yaml11(yaml.SafeLoader):
+        pass
+
+    Yaml11.add_implicit_resolver(
+        "tag:yaml.org,2002:bool",
+        re.compile(r"^(?:y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE"
+                   r"|on|On|ON|off|Off|OFF)$"),
+        list("yYnNtTfFoO"),
+    )  # fmt: skip
+    text = (ROOT / "crds" / crdgen.FILES[kind]).read_text(encoding="utf-8")
+    assert yaml.load(text, Loader=Yaml11) == crdgen.build_crd(kind)

@@ -59,9 +59,6 @@ EXTRA_ARG_KINDS: dict[str, str] = {
     "rand-spec-res": "number",
     "rand-pareto-h": "number",
     "rand-seed": "int",
-    # 1.0.20's --mysql-ssl=on reads client-key.pem, client-cert.pem and cacert.pem from the
-    # working directory (docs/sysbench.md "Options"): the runner has to put them there.
-    "mysql-ssl": "bool",
     "mysql-compression": "bool",
     # --rate turns the run into a fixed-arrival-rate latency test: results are then capped
     # by design, which is legitimate but must be asked for explicitly.
@@ -91,6 +88,10 @@ OWNED_OPTIONS: dict[str, str] = {
     "mysql-password": "credentials.passwordKey",
     "mysql-db": "database",
     "db-driver": "target (always the mysql driver)",
+    # 1.0.20's --mysql-ssl=on reads its certificates from fixed file names in the working
+    # directory, which the runner fills from spec.tls.mysql's Secret (docs/tls.md).
+    "mysql-ssl": "tls.mysql (TLS with the client certificate of a Secret)",
+    "mysql-ssl-cipher": "tls.mysql",
     "warmup-time": "warmupSeconds (sysbench 1.0.20 has no --warmup-time)",
 }
 
