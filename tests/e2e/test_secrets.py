@@ -164,9 +164,11 @@ def test_the_password_appears_nowhere_the_controller_or_its_pods_wrote(
     assert "Access denied" in written["BenchmarkRun bad"], written["BenchmarkRun bad"][-2000:]
     assert found(written, needles(str(mariadb["password"])) + needles(wrong)) == []
     # The TLS runs really used the client certificates: one measured, one was refused.
-    assert "TLSV1_ALERT_UNKNOWN_CA" in written["BenchmarkRun tlsbad"], written[
-        "BenchmarkRun tlsbad"
-    ][-2000:]
+    # MariaDB refuses a foreign CA's certificate with the TLS alert, or (TLS 1.3: the client
+    # finishes its side before the server checks the certificate) by closing the connection.
+    refused = ("TLSV1_ALERT_UNKNOWN_CA", "most often because it refused our client certificate")
+    tlsbad = written["BenchmarkRun tlsbad"]
+    assert any(r in tlsbad for r in refused), tlsbad[-2000:]
     keys = key_needles(tls_bed.client.key) + key_needles(tls_bed.foreign_client.key)
     assert found(written, keys + needles(str(tls_bed.db["password"]))) == []
 
