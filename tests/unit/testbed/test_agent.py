@@ -52,7 +52,9 @@ def test_a_checkout_under_a_mounted_tmp_is_bound_back_on_top_of_the_mount(tmp_pa
 
 
 def test_without_run_mounts_nothing_is_overlaid(tmp_path: Path) -> None:
-    script = mount_script([("/a b", "/dev/termination-log", False)], tmp_path, keep=["/work/x"])
+    script = mount_script(
+        [("/a b", "/dev/termination-log", False)], tmp_path, keep=["/srv/checkout"]
+    )
     assert "overlay" not in script
     assert "mount --bind '/a b' /dev/termination-log" in script
     # The script is valid sh.
