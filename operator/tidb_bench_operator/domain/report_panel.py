@@ -225,18 +225,7 @@ def _panel(data: _PanelInput, top: float) -> list[str]:
     # Grid, axes, tick labels and titles of each plot.
     for plot in plots:
         scale = plot.scale
-        for tick in scale.ticks:
-            y = scale(tick)
-            out.append(svg.line(PLOT_LEFT, y, PLOT_RIGHT, y, GRID_COLOUR))
-            out.append(
-                svg.text(
-                    PLOT_LEFT - 6,
-                    y + 4,
-                    svg.tick_label(tick, scale.step),
-                    text_anchor="end",
-                    fill=plot.colour,
-                )
-            )
+        out += svg.y_grid(scale, PLOT_LEFT, PLOT_RIGHT, plot.colour, GRID_COLOUR)
         out.append(svg.line(PLOT_LEFT, scale.top, PLOT_LEFT, scale.bottom, plot.colour))
         out.append(svg.line(PLOT_LEFT, scale.bottom, PLOT_RIGHT, scale.bottom, "#333"))
         mid = (scale.top + scale.bottom) / 2

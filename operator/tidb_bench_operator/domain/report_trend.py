@@ -109,18 +109,7 @@ def _panel(
             font_weight="bold",
         ),
     ]
-    for tick in y_at.ticks:
-        y = y_at(tick)
-        out.append(svg.line(LEFT, y, RIGHT, y, "#e6e6e6"))
-        out.append(
-            svg.text(
-                LEFT - 6,
-                y + 4,
-                svg.tick_label(tick, y_at.step),
-                text_anchor="end",
-                fill=LINE_COLOUR,
-            )
-        )
+    out += svg.y_grid(y_at, LEFT, RIGHT, LINE_COLOUR)
     out.append(svg.line(LEFT, y_at.bottom, RIGHT, y_at.bottom, "#333"))
     names = {i: entry.name for i, entry in points}
     for change in changes:

@@ -169,3 +169,17 @@ def document(title: str, width: int, height: int, body: Sequence[str]) -> str:
         f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
     ]
     return "\n".join([*head, *body, "</svg>"]) + "\n"
+
+
+def y_grid(
+    scale: LinearScale, left: float, right: float, colour: str, grid: str = "#e6e6e6"
+) -> list[str]:
+    """A value axis's grid: a line across the plot at each tick, its label left of the axis."""
+    out = []
+    for tick in scale.ticks:
+        y = scale(tick)
+        out.append(line(left, y, right, y, grid))
+        out.append(
+            text(left - 6, y + 4, tick_label(tick, scale.step), text_anchor="end", fill=colour)
+        )
+    return out
