@@ -35,6 +35,7 @@ lint: venv
 		--min-similarity-lines=6 tidb_bench_operator
 	$(BIN)/python scripts/lint/doc_refs.py
 	$(BIN)/python scripts/lint/module_size.py
+	$(BIN)/python scripts/lint/private_imports.py
 
 types: venv
 	$(BIN)/mypy

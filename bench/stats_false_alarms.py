@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tidb_bench_operator.domain.stats import compare_runs, find_change_points
+from tidb_bench_operator.domain.stats.inference import compare_runs, find_change_points
 
 CHANGE_POINT_BOUND = 0.02
 VERDICT_BOUND = 0.05

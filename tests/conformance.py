@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from testbed.fake_kube import FakeKube
     from tidb_bench_operator.adapters.pd import PodLister
-    from tidb_bench_operator.reconcile import RunKube
-    from tidb_bench_operator.reconcile.gate import ClusterReader
-    from tidb_bench_operator.schedule_reconciler import ScheduleKube
-    from tidb_bench_operator.wiring import Discovery
+    from tidb_bench_operator.controller.wiring import Discovery
+    from tidb_bench_operator.reconcile.run import RunKube
+    from tidb_bench_operator.reconcile.run.gate import ClusterReader
+    from tidb_bench_operator.reconcile.schedule.reconciler import ScheduleKube
     from unit.test_gate import InMemoryKube
     from unit.test_schedule_reconciler import Clock
     from unit.test_schedule_reconciler import ScheduleKube as FakeScheduleKube

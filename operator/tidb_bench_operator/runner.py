@@ -30,7 +30,7 @@ from typing import Any, TextIO
 from tidb_bench_operator.adapters import mysql
 from tidb_bench_operator.adapters.tls import context_from_dir, sysbench_tls_files
 from tidb_bench_operator.config import Credentials, credentials_from_env
-from tidb_bench_operator.domain.runner_message import (
+from tidb_bench_operator.domain.api.runner_message import (
     ClientCpu,
     DatasetReport,
     RunnerFailure,
@@ -45,12 +45,12 @@ from tidb_bench_operator.domain.sysbench import (
     parse_sysbench_output,
     to_step_result,
 )
-from tidb_bench_operator.domain.warmup import (
+from tidb_bench_operator.domain.sysbench.warmup import (
     analyze_statements,
     has_secondary_index,
     warmup_statements,
 )
-from tidb_bench_operator.errors import SysbenchError, TidbBenchError
+from tidb_bench_operator.errors import DatabaseError, SysbenchError, TidbBenchError
 
 TERMINATION_LOG = "/dev/termination-log"
 # Above this share of the CPU the client had, the client itself may be the bottleneck
@@ -522,7 +522,7 @@ def main_runner(args: Any) -> int:
         else:
             report = cleanup_dataset(plan, creds)
         code = 0
-    except (TidbBenchError, mysql.DatabaseError) as exc:
+    except (TidbBenchError, DatabaseError) as exc:
         report = failure_report(exc)
         print(f"tidb-bench: FAILED: {exc}", file=sys.stderr)
         code = 143 if STOP.requested.is_set() else 1

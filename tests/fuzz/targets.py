@@ -14,15 +14,15 @@ import json
 import math
 from collections.abc import Callable
 
+from tidb_bench_operator.cli.run import load_spec_text
+from tidb_bench_operator.cli.sources import load_report_source
 from tidb_bench_operator.domain.pd import parse_operators, parse_stores
 from tidb_bench_operator.domain.preflight.pdcheck import run_pd_check
-from tidb_bench_operator.domain.report import render_markdown
-from tidb_bench_operator.domain.report_chart import render_svg
+from tidb_bench_operator.domain.report.chart import render_svg
+from tidb_bench_operator.domain.report.markdown import render_markdown
 from tidb_bench_operator.domain.sysbench import parse_sysbench_output, to_step_result
 from tidb_bench_operator.domain.untrusted import decode_text
 from tidb_bench_operator.errors import TidbBenchError
-from tidb_bench_operator.report_source import load_report_source
-from tidb_bench_operator.sweep import load_spec_text
 
 
 def fuzz_sysbench(data: bytes) -> None:
@@ -79,7 +79,7 @@ def fuzz_documents(data: bytes) -> None:
     except (TidbBenchError, ValidationError):
         pass  # cmd_report turns a ValidationError into a TidbBenchError
     try:
-        from tidb_bench_operator.domain.models import parse_run_spec
+        from tidb_bench_operator.domain.api.models import parse_run_spec
 
         parse_run_spec(load_spec_text(text))
     except TidbBenchError:

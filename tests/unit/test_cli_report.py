@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from tidb_bench_operator.cli import main
+from tidb_bench_operator.cli.sources import load_report_source
 from tidb_bench_operator.errors import TidbBenchError
-from tidb_bench_operator.report_source import load_report_source
 
 
 def step(index: int, threads: int, qps: float, p95: float) -> dict[str, Any]:

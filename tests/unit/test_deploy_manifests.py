@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tidb_bench_operator.domain.api.models import parse_run_spec
 from tidb_bench_operator.domain.manifests import (
     RUNNER_SERVICE_ACCOUNT,
     RunRef,
@@ -22,7 +23,6 @@ from tidb_bench_operator.domain.manifests import (
     build_runner_service_account,
     compute_endpoint,
 )
-from tidb_bench_operator.domain.models import parse_run_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -155,7 +155,7 @@ def test_every_rbac_rule_has_a_comment_saying_why() -> None:
 def test_the_controller_may_watch_and_patch_everything_kopf_handles() -> None:
     import kopf
 
-    import tidb_bench_operator.handlers  # noqa: F401  (registers the handlers)
+    import tidb_bench_operator.controller.handlers  # noqa: F401  (registers the handlers)
 
     registry: Any = kopf.get_default_registry()
     plurals = {

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from tidb_bench_operator.controller.driver import SCHEDULE_RESYNC_SECONDS, Driver, Key
 from tidb_bench_operator.domain.manifests import LABEL_SCHEDULE
 from tidb_bench_operator.domain.queue import ADMITTED, QueueEntry, Turn, queue_entry
-from tidb_bench_operator.driver import SCHEDULE_RESYNC_SECONDS, Driver, Key
-from tidb_bench_operator.reconcile import Outcome
-from tidb_bench_operator.schedule_reconciler import ScheduleOutcome
+from tidb_bench_operator.reconcile.run import Outcome
+from tidb_bench_operator.reconcile.schedule.reconciler import ScheduleOutcome
 
 JSON = dict[str, Any]
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tidb_bench_operator import errors, wiring  # noqa: F401  (wiring: CrdsNotServed)
-from tidb_bench_operator.adapters import k8s, mysql, pd  # noqa: F401  (their errors)
+from tidb_bench_operator import errors
 from tidb_bench_operator.errors import TidbBenchError
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import kopf
 
-from tidb_bench_operator import handlers
+from tidb_bench_operator.controller import handlers
 from tidb_bench_operator.domain.queue import QueueEntry
 
 SPEC = {

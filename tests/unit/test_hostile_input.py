@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from tidb_bench_operator.cli import main
+from tidb_bench_operator.cli.run import run_local_sweep
+from tidb_bench_operator.cli.sources import load_report_source
 from tidb_bench_operator.domain.pd import parse_operators, parse_stores
 from tidb_bench_operator.domain.preflight.pdcheck import run_pd_check
 from tidb_bench_operator.domain.sysbench import (
@@ -23,8 +25,6 @@ from tidb_bench_operator.domain.sysbench import (
 )
 from tidb_bench_operator.domain.untrusted import embedded_json_values
 from tidb_bench_operator.errors import ParseError, SpecError, SysbenchError, TidbBenchError
-from tidb_bench_operator.report_source import load_report_source
-from tidb_bench_operator.sweep import run_local_sweep
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SYSBENCH = DATA / "sysbench"

@@ -20,12 +20,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from fuzz.targets import fuzz_pd, fuzz_sysbench
+from tidb_bench_operator.cli.sources import load_report_source
 from tidb_bench_operator.domain.pd import parse_operators, parse_stores
 from tidb_bench_operator.domain.preflight import check_leader_size_balance, compute_skew
 from tidb_bench_operator.domain.sysbench import parse_sysbench_output, to_step_result
 from tidb_bench_operator.domain.untrusted import embedded_json_values
 from tidb_bench_operator.errors import TidbBenchError
-from tidb_bench_operator.report_source import load_report_source
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SAMPLES = sorted((DATA / "sysbench").glob("*.txt"))

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from testbed.fake_kube import FakeClock, FakeKube
+from tidb_bench_operator.controller.driver import Driver
 from tidb_bench_operator.domain.queue import QueueEntry, queue_entry
-from tidb_bench_operator.driver import Driver
-from tidb_bench_operator.reconcile import RunReconciler
+from tidb_bench_operator.reconcile.run import RunReconciler
 
 JSON = dict[str, Any]
 SPEC: JSON = {

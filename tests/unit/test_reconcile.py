@@ -19,18 +19,18 @@ from typing import Any
 import pytest
 
 from testbed.fake_kube import FakeClock, FakeKube
-from tidb_bench_operator.adapters.k8s import KubeError
+from tidb_bench_operator.domain.api.models import BenchmarkRunSpec
+from tidb_bench_operator.domain.api.results import Latency, StepResult
+from tidb_bench_operator.domain.api.runner_message import SERIES_MARKER
 from tidb_bench_operator.domain.fingerprint import Fingerprint, server_fingerprint
 from tidb_bench_operator.domain.manifests import Endpoint
-from tidb_bench_operator.domain.models import BenchmarkRunSpec
 from tidb_bench_operator.domain.preflight import CHECK_NAMES, CheckResult, evaluate
 from tidb_bench_operator.domain.queue import ADMITTED, Turn, queue_entry, turn
-from tidb_bench_operator.domain.results import Latency, StepResult
 from tidb_bench_operator.domain.results_store import StoredResults, read_store
-from tidb_bench_operator.domain.runner_message import SERIES_MARKER
 from tidb_bench_operator.domain.sysbench import parse_sysbench_output, to_step_result
-from tidb_bench_operator.reconcile import Outcome, PreflightOutcome, RunReconciler
-from tidb_bench_operator.reconcile.preflight import RETRY as PREFLIGHT_RETRY
+from tidb_bench_operator.errors import KubeError
+from tidb_bench_operator.reconcile.run import Outcome, PreflightOutcome, RunReconciler
+from tidb_bench_operator.reconcile.run.preflight import RETRY as PREFLIGHT_RETRY
 
 NS = "bench"
 CLUSTER_NS = "tidb-cluster"

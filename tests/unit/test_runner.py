@@ -19,22 +19,21 @@ from typing import Any
 
 import pytest
 
-from tidb_bench_operator.adapters.mysql import DatabaseError
 from tidb_bench_operator.cli import build_parser
 from tidb_bench_operator.config import Credentials, credentials_from_env
-from tidb_bench_operator.domain.manifests import (
-    build_dataset_runner_args,
-    build_step_runner_args,
-    compute_endpoint,
-)
-from tidb_bench_operator.domain.models import parse_run_spec
-from tidb_bench_operator.domain.runner_message import (
+from tidb_bench_operator.domain.api.models import parse_run_spec
+from tidb_bench_operator.domain.api.runner_message import (
     MAX_TERMINATION_MESSAGE,
     RunnerFailure,
     StepReport,
     termination_text,
 )
-from tidb_bench_operator.errors import SysbenchError, TidbBenchError
+from tidb_bench_operator.domain.manifests import (
+    build_dataset_runner_args,
+    build_step_runner_args,
+    compute_endpoint,
+)
+from tidb_bench_operator.errors import DatabaseError, SysbenchError, TidbBenchError
 from tidb_bench_operator.runner import (
     SYSBENCH_STOP_SECONDS,
     StepPlan,

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tidb_bench_operator.domain.models import parse_schedule_spec
+from tidb_bench_operator.domain.api.models import parse_schedule_spec
 from tidb_bench_operator.domain.schedule import next_fire_time
-from tidb_bench_operator.schedule_reconciler import ScheduleReconciler
+from tidb_bench_operator.reconcile.schedule.reconciler import ScheduleReconciler
 
 JSON = dict[str, Any]
 NS = "bench"

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from testbed.fake_pd import API, FakePD, field_note_stores
+from tidb_bench_operator.cli.run import local_preflight
 from tidb_bench_operator.config import Credentials
-from tidb_bench_operator.domain.models import BenchmarkRunSpec, parse_run_spec
+from tidb_bench_operator.domain.api.models import BenchmarkRunSpec, parse_run_spec
 from tidb_bench_operator.errors import TidbBenchError
-from tidb_bench_operator.sweep import local_preflight
 
 PENDING_OPERATOR = (
     "balance-leader {transfer leader: store 2 to 1} (kind:leader, region:28977(365, 35), "

@@ -15,12 +15,12 @@ import yaml
 
 from testbed.fake_kube import FakeClock, FakeKube
 from tidb_bench_operator.adapters.pd import choose_pd_pod, make_pd_client
+from tidb_bench_operator.domain.api.models import BenchmarkRunSpec, parse_run_spec
 from tidb_bench_operator.domain.manifests import Endpoint, RunRef, build_affinity, compute_endpoint
-from tidb_bench_operator.domain.models import BenchmarkRunSpec, parse_run_spec
 from tidb_bench_operator.domain.preflight import evaluate
 from tidb_bench_operator.domain.queue import queue_key
-from tidb_bench_operator.reconcile import PreflightOutcome, RunReconciler
-from tidb_bench_operator.reconcile.gate import run_preflight
+from tidb_bench_operator.reconcile.run import PreflightOutcome, RunReconciler
+from tidb_bench_operator.reconcile.run.gate import run_preflight
 
 V2 = Path(__file__).resolve().parents[1] / "data" / "vendor" / "tidb-operator-v2.0.1"
 NS = "bench"

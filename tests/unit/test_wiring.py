@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from tidb_bench_operator.adapters.k8s import KubeError
-from tidb_bench_operator.wiring import CrdsNotServed, wait_until_served
+from tidb_bench_operator.controller.wiring import wait_until_served
+from tidb_bench_operator.errors import CrdsNotServed, KubeError
 
 
 class Discovery:

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from tidb_bench_operator.adapters.k8s import KubeForbidden
-from tidb_bench_operator.domain.cluster_readers import read_tidb_cluster, read_v2_cluster
-from tidb_bench_operator.domain.cluster_view import (
+from tidb_bench_operator.domain.api.models import ClusterRef
+from tidb_bench_operator.domain.cluster.readers import read_tidb_cluster, read_v2_cluster
+from tidb_bench_operator.domain.cluster.view import (
     V1_KIND,
     V2_KIND,
     ClusterView,
     choose_kind,
 )
-from tidb_bench_operator.domain.models import ClusterRef
-from tidb_bench_operator.errors import SpecError
+from tidb_bench_operator.errors import KubeForbidden, SpecError
 
 JSON = dict[str, Any]
 

@@ -12,29 +12,17 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
-from tidb_bench_operator.domain.cluster_view import API_VERSION as V2_API_VERSION
-from tidb_bench_operator.domain.cluster_view import V2_API_GROUP, V2_GROUP_PLURALS
+from tidb_bench_operator.domain.api.models import GROUP, VERSION
+from tidb_bench_operator.domain.cluster.view import API_VERSION as V2_API_VERSION
+from tidb_bench_operator.domain.cluster.view import V2_API_GROUP, V2_GROUP_PLURALS
 from tidb_bench_operator.domain.manifests import LABEL_ROLE, LABEL_RUN, label_value
-from tidb_bench_operator.domain.models import GROUP, VERSION
-from tidb_bench_operator.errors import TidbBenchError
+from tidb_bench_operator.errors import KubeError, KubeForbidden
 
 JSON = dict[str, Any]
 # Seconds for any single API call: a hung API server must not hang a reconcile forever.
 TIMEOUT = 20
 #: What the Kubernetes client raises: the API server's answers, and the connection's failures.
 CLIENT_ERRORS = (ApiException, Urllib3Error, OSError)
-
-
-class KubeError(TidbBenchError):
-    """An API call failed for a reason other than 'not found' or 'already exists'.
-
-    Every Kube method raises this (or KubeForbidden) instead of the client's exceptions, so
-    callers never need to know the Kubernetes client.
-    """
-
-
-class KubeForbidden(KubeError):
-    """HTTP 403: the controller's ServiceAccount may not do this (a RoleBinding is missing)."""
 
 
 def _raise(action: str, exc: BaseException, *, from_body: bool = False) -> NoReturn:

@@ -12,16 +12,8 @@ import pymysql
 import pymysql.err
 
 from tidb_bench_operator.adapters.tls import explain
-from tidb_bench_operator.domain.tls import plain_refused_hint
-from tidb_bench_operator.errors import TidbBenchError
-
-
-class DatabaseError(TidbBenchError):
-    """The database could not be reached or refused a query; `errno` is MySQL's code."""
-
-    def __init__(self, errno: int | None, message: str) -> None:
-        self.errno = errno
-        super().__init__(message)
+from tidb_bench_operator.domain.cluster.tls import plain_refused_hint
+from tidb_bench_operator.errors import DatabaseError
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,17 @@ from functools import partial
 from typing import Any, Literal, Protocol, TypeVar
 
 from tidb_bench_operator.adapters.tls import explain, ssl_cause
-from tidb_bench_operator.domain.cluster_view import V1_KIND, database_pod_selector
+from tidb_bench_operator.domain.cluster.tls import pd_ctl_tls_flags, pd_tls_dir
+from tidb_bench_operator.domain.cluster.view import V1_KIND, database_pod_selector
 from tidb_bench_operator.domain.manifests import Endpoint
 from tidb_bench_operator.domain.pd import Operator, Store, parse_operators, parse_stores
-from tidb_bench_operator.domain.tls import pd_ctl_tls_flags, pd_tls_dir
-from tidb_bench_operator.errors import ParseError, PDError
+from tidb_bench_operator.errors import (
+    ParseError,
+    PDError,
+    PDExecError,
+    PDResponseError,
+    PDUnreachableError,
+)
 
 API = "/pd/api/v1"
 STORES_PATH = f"{API}/stores"
@@ -53,29 +59,6 @@ _T = TypeVar("_T")
 
 # ---------------------------------------------------------------------------
 # Exceptions: every PD failure is a PDError; the subclasses say which kind, for either transport.
-
-
-class PDUnreachableError(PDError):
-    """No answer from PD at all: connection refused, timeout, DNS or TLS failure."""
-
-    def __init__(self, message: str, *, url: str, reason: str) -> None:
-        super().__init__(message)
-        self.url = url
-        self.reason = reason
-
-
-class PDResponseError(PDError):
-    """PD answered with a non-200 status; `body` is PD's message (its JSON string decoded)."""
-
-    def __init__(self, message: str, *, url: str, status: int, body: str) -> None:
-        super().__init__(message)
-        self.url = url
-        self.status = status
-        self.body = body
-
-
-class PDExecError(PDError):
-    """pd-ctl could not be run in the PD pod, or printed something that is not PD's answer."""
 
 
 # ---------------------------------------------------------------------------

@@ -16,13 +16,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from tidb_bench_operator.domain.tls import SYSBENCH_FILES, TLS_KEYS, describe_tls_failure
-from tidb_bench_operator.errors import TidbBenchError
-
-
-class TLSConfigError(TidbBenchError):
-    """A client certificate Secret (or directory) cannot be used: a key missing, bad PEM."""
-
+from tidb_bench_operator.domain.cluster.tls import SYSBENCH_FILES, TLS_KEYS, describe_tls_failure
+from tidb_bench_operator.errors import TLSConfigError
 
 SecretValue = Callable[[str, str, str], str | None]
 """Reads one Secret value (namespace, name, key), like adapters.k8s.Kube.secret_value."""

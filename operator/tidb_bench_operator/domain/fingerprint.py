@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import Field
 
-from tidb_bench_operator.domain.base import TolerantCamelModel
+from tidb_bench_operator.domain.api.base import TolerantCamelModel
 
 #: Global variables that change how fast the same SQL runs. TiDB's first, then MySQL/MariaDB's
 #: (the test bed's stand-in server); a name the server does not know is simply absent.

@@ -15,15 +15,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from tidb_bench_operator.domain.cluster_view import DATABASE_COMPONENTS, DISPLAY, ClusterView
-from tidb_bench_operator.domain.disturbances import (
+from tidb_bench_operator.domain.api.guard import (
     MAX_DISTURBANCES,
     Disturbance,
     Guard,
     GuardLook,
 )
+from tidb_bench_operator.domain.cluster.view import DATABASE_COMPONENTS, DISPLAY, ClusterView
+from tidb_bench_operator.domain.objects import get_path, object_labels
 from tidb_bench_operator.domain.pd import STATE_UP, Store
-from tidb_bench_operator.domain.preflight.placement import _get, _labels
 
 JSON = Mapping[str, Any]
 
@@ -33,7 +33,7 @@ JSON = Mapping[str, Any]
 
 def _restarts(pod: JSON) -> int:
     return sum(
-        int(c.get("restartCount") or 0) for c in _get(pod, "status", "containerStatuses") or []
+        int(c.get("restartCount") or 0) for c in get_path(pod, "status", "containerStatuses") or []
     )
 
 
@@ -41,10 +41,10 @@ def pod_entries(view: ClusterView, pods: Sequence[JSON]) -> dict[str, str]:
     """The cluster's live pd/tikv/tidb pods as `name → 'uid node restarts component'`."""
     out = {}
     for pod in view.database_pods(pods):
-        name = str(_get(pod, "metadata", "name") or "")
-        uid = str(_get(pod, "metadata", "uid") or "-")
-        node = str(_get(pod, "spec", "nodeName") or "-")
-        component = _labels(pod).get(view.labels.component, "?")
+        name = str(get_path(pod, "metadata", "name") or "")
+        uid = str(get_path(pod, "metadata", "uid") or "-")
+        node = str(get_path(pod, "spec", "nodeName") or "-")
+        component = object_labels(pod).get(view.labels.component, "?")
         out[name] = f"{uid} {node} {_restarts(pod)} {component}"
     return out
 
@@ -76,10 +76,10 @@ def rollout_signals(view: ClusterView) -> tuple[dict[str, str], str | None, list
     """
     phases = {}
     for comp in DATABASE_COMPONENTS:
-        phase = _get(view.source, "status", comp, "phase")
+        phase = get_path(view.source, "status", comp, "phase")
         if isinstance(phase, str) and phase:
             phases[comp] = phase
-    spec = _get(view.source, "spec")
+    spec = get_path(view.source, "spec")
     digest = (
         hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:12]
         if isinstance(spec, Mapping)
@@ -162,8 +162,8 @@ def client_disturbances(client_pods: Sequence[JSON], *, at: datetime) -> list[Di
     for pod in client_pods:
         restarts = _restarts(pod)
         if restarts:
-            name = str(_get(pod, "metadata", "name") or "")
-            node = _get(pod, "spec", "nodeName") or "-"
+            name = str(get_path(pod, "metadata", "name") or "")
+            node = get_path(pod, "spec", "nodeName") or "-"
             out.append(
                 Disturbance(
                     at=at,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from tidb_bench_operator.domain.api.runner_message import Report, RunnerFailure, read_report
 from tidb_bench_operator.domain.manifests import (
     LABEL_CLIENT,
     LABEL_ROLE,
@@ -21,7 +22,6 @@ from tidb_bench_operator.domain.manifests import (
     RunRef,
     label_value,
 )
-from tidb_bench_operator.domain.runner_message import Report, RunnerFailure, read_report
 
 JSON = Mapping[str, Any]
 #: The label the Job controller puts on a Job's pods (Kubernetes 1.20; later also

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tidb_bench_operator.domain.cluster_view import V1_KIND, ClusterView, anti_affinity_selector
-from tidb_bench_operator.domain.models import API_VERSION, BenchmarkRunSpec, ResolvedEndpoint
-from tidb_bench_operator.domain.tls import mount_mysql_tls, tls_runner_args
+from tidb_bench_operator.domain.api.models import API_VERSION, BenchmarkRunSpec, ResolvedEndpoint
+from tidb_bench_operator.domain.cluster.tls import mount_mysql_tls, tls_runner_args
+from tidb_bench_operator.domain.cluster.view import V1_KIND, ClusterView, anti_affinity_selector
 
 DEFAULT_IMAGE = "ghcr.io/tidb-bench/tidb-bench-operator:0.1.0"
 # The node name label the kubelet sets (docs/tidb-operator.md); the labels TiDB Operator

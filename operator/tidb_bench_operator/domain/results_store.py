@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tidb_bench_operator.errors import StoreError
+
 #: The layout's version, in the index's `format` key.
 STORE_FORMAT = "2"
 #: Kubernetes refuses a ConfigMap whose data is larger than 1 MiB (1 048 576 bytes).
@@ -152,10 +154,6 @@ def index_parts(index: str, steps: Sequence[Mapping[str, Any]], budget: int) -> 
 
 
 _SERIES_DOC = re.compile(r"s(\d+)(?:r(\d+))?")
-
-
-class StoreError(ValueError):
-    """The stored results cannot be put back together; the message says what is missing."""
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cronsim import CronSim, CronSimError
 from pydantic import BaseModel, ConfigDict, Field
 
-from tidb_bench_operator.domain.models import (
+from tidb_bench_operator.domain.api.models import (
     TERMINAL_PHASES,
     BenchmarkRunStatus,
     BenchmarkScheduleSpec,

@@ -11,9 +11,8 @@ import yaml
 
 from testbed.fake_kube import FakeKube
 from tidb_bench_operator.adapters.clusters import read_cluster
-from tidb_bench_operator.adapters.k8s import KubeForbidden
-from tidb_bench_operator.domain.models import ClusterRef
-from tidb_bench_operator.errors import SpecError
+from tidb_bench_operator.domain.api.models import ClusterRef
+from tidb_bench_operator.errors import KubeForbidden, SpecError
 
 V2 = Path(__file__).resolve().parents[2] / "data" / "vendor" / "tidb-operator-v2.0.1"
 NS = "tidb-cluster"

@@ -14,8 +14,8 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import ProtocolError
 
-from tidb_bench_operator.adapters.k8s import Kube, KubeError, KubeForbidden
-from tidb_bench_operator.errors import TidbBenchError
+from tidb_bench_operator.adapters.k8s import Kube
+from tidb_bench_operator.errors import KubeError, KubeForbidden, TidbBenchError
 
 
 class Raising:

@@ -17,9 +17,6 @@ from tidb_bench_operator.adapters.pd import (
     LOCAL_PD_URL,
     ExecPDClient,
     HTTPPDClient,
-    PDExecError,
-    PDResponseError,
-    PDUnreachableError,
     UnavailablePDClient,
     choose_pd_pod,
     judge_pd_ctl_output,
@@ -27,7 +24,13 @@ from tidb_bench_operator.adapters.pd import (
 )
 from tidb_bench_operator.domain.manifests import Endpoint
 from tidb_bench_operator.domain.pd import parse_stores
-from tidb_bench_operator.errors import ParseError, PDError
+from tidb_bench_operator.errors import (
+    ParseError,
+    PDError,
+    PDExecError,
+    PDResponseError,
+    PDUnreachableError,
+)
 
 EMULATOR = Path(__file__).resolve().parents[2] / "testbed" / "pd_ctl_emulator.py"
 STORES_TEXT = (DATA_DIR / "pd-api-v1-stores_v8.1.0_tidb-operator-testdata.json").read_text()

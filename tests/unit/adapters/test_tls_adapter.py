@@ -18,18 +18,17 @@ from tidb_bench_operator.adapters.pd import (
     LOCAL_PD_TLS_URL,
     ExecPDClient,
     HTTPPDClient,
-    PDUnreachableError,
     UnavailablePDClient,
     make_pd_client,
 )
 from tidb_bench_operator.adapters.tls import (
-    TLSConfigError,
     client_context,
     context_from_dir,
     context_from_secret,
     sysbench_tls_files,
 )
 from tidb_bench_operator.domain.manifests import Endpoint
+from tidb_bench_operator.errors import PDUnreachableError, TLSConfigError
 
 EMULATOR = Path(__file__).resolve().parents[2] / "testbed" / "pd_ctl_emulator.py"
 

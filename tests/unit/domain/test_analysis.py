@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tidb_bench_operator.domain.analysis import compute_summary
-from tidb_bench_operator.domain.results import Latency, StepResult
+from tidb_bench_operator.domain.api.results import Latency, StepResult
+from tidb_bench_operator.domain.stats.analysis import compute_summary
 
 
 def step(

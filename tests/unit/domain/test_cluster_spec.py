@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tidb_bench_operator.domain.models import BenchmarkRunStatus, parse_run_spec
+from tidb_bench_operator.domain.api.models import BenchmarkRunStatus, parse_run_spec
 from tidb_bench_operator.errors import SpecError
 
 

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 import yaml
 
-from tidb_bench_operator.domain.cluster_readers import read_tidb_cluster, read_v2_cluster
-from tidb_bench_operator.domain.cluster_view import (
+from tidb_bench_operator.domain.cluster.readers import read_tidb_cluster, read_v2_cluster
+from tidb_bench_operator.domain.cluster.view import (
     ClusterView,
     anti_affinity_selector,
     choose_kind,
     database_pod_selector,
 )
-from tidb_bench_operator.domain.topology_v2 import check_schedule_policies
+from tidb_bench_operator.domain.preflight.topology_v2 import check_schedule_policies
 from tidb_bench_operator.errors import SpecError
 
 V2 = Path(__file__).resolve().parents[2] / "data" / "vendor" / "tidb-operator-v2.0.1"

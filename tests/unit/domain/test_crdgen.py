@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel
 
 from tidb_bench_operator.domain import crdgen
-from tidb_bench_operator.domain.models import (
+from tidb_bench_operator.domain.api.models import (
     BenchmarkRunSpec,
     BenchmarkRunStatus,
     BenchmarkScheduleSpec,
@@ -29,7 +29,7 @@ from tidb_bench_operator.domain.models import (
     Summary,
     WorkloadSummary,
 )
-from tidb_bench_operator.domain.results import Latency
+from tidb_bench_operator.domain.api.results import Latency
 
 ROOT = Path(__file__).resolve().parents[3]
 MODELS: dict[str, tuple[type[BaseModel], type[BaseModel]]] = {
@@ -169,7 +169,7 @@ def test_the_committed_crd_is_exactly_what_the_generator_writes(kind: str) -> No
         "crds/ is stale: run `.venv/bin/python -m tidb_bench_operator.domain.crdgen crds/`"
     )
     assert yaml.safe_load(committed) == crdgen.build_crd(kind)
-    assert committed.startswith("# Generated from operator/tidb_bench_operator/domain/models.py")
+    assert committed.startswith(crdgen.HEADER)
 
 
 def test_benchmarkrun_names_are_the_fixed_ones() -> None:

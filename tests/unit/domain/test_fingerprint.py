@@ -12,7 +12,7 @@ from tidb_bench_operator.domain.fingerprint import (
     flatten_spec,
     image_digests,
 )
-from tidb_bench_operator.domain.warmup import (
+from tidb_bench_operator.domain.sysbench.warmup import (
     analyze_statements,
     has_secondary_index,
     warmup_statements,

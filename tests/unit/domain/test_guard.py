@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from tidb_bench_operator.domain.cluster_readers import read_tidb_cluster
-from tidb_bench_operator.domain.disturbances import MAX_DISTURBANCES, Disturbance, Guard, GuardLook
+from tidb_bench_operator.domain.api.guard import MAX_DISTURBANCES, Disturbance, Guard, GuardLook
+from tidb_bench_operator.domain.cluster.readers import read_tidb_cluster
 from tidb_bench_operator.domain.guard import (
     PdLook,
     client_disturbances,

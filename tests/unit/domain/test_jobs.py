@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from tidb_bench_operator.domain.api.runner_message import DatasetReport, RunnerFailure
 from tidb_bench_operator.domain.jobs import (
     job_failure_text,
     job_finished,
@@ -17,7 +18,6 @@ from tidb_bench_operator.domain.jobs import (
     unschedulable_reason,
 )
 from tidb_bench_operator.domain.manifests import RunRef
-from tidb_bench_operator.domain.runner_message import DatasetReport, RunnerFailure
 
 JSON = dict[str, Any]
 JOB: JSON = {"metadata": {"name": "r-prepare", "uid": "u1"}, "status": {}}

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tidb_bench_operator.domain.api.models import BenchmarkRunSpec, parse_run_spec
 from tidb_bench_operator.domain.manifests import (
     PASSWORD_ENV,
     USER_ENV,
@@ -32,7 +33,6 @@ from tidb_bench_operator.domain.manifests import (
     object_name,
     step_job_name,
 )
-from tidb_bench_operator.domain.models import BenchmarkRunSpec, parse_run_spec
 
 GOLDEN = Path(__file__).resolve().parents[2] / "data" / "golden"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tidb_bench_operator.domain.models import (
+from tidb_bench_operator.domain.api.models import (
     API_VERSION,
     BenchmarkRun,
     BenchmarkRunSpec,
@@ -17,7 +17,7 @@ from tidb_bench_operator.domain.models import (
     parse_run_spec,
     parse_schedule_spec,
 )
-from tidb_bench_operator.domain.results import Latency, StepResult
+from tidb_bench_operator.domain.api.results import Latency, StepResult
 from tidb_bench_operator.errors import SpecError
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"

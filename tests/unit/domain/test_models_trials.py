@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from tidb_bench_operator.domain.fingerprint import Fingerprint
-from tidb_bench_operator.domain.models import (
+from tidb_bench_operator.domain.api.models import (
     BenchmarkRunStatus,
     BenchmarkScheduleStatus,
     parse_run_spec,
     parse_schedule_spec,
 )
-from tidb_bench_operator.domain.stats import compare_runs, summarize_trials
-from tidb_bench_operator.domain.trend import history_change_points
+from tidb_bench_operator.domain.fingerprint import Fingerprint
+from tidb_bench_operator.domain.stats.inference import compare_runs, summarize_trials
+from tidb_bench_operator.domain.stats.trend import history_change_points
 from tidb_bench_operator.errors import SpecError
 
 RESULT = {

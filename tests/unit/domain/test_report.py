@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from tidb_bench_operator.domain.models import BenchmarkRunStatus
-from tidb_bench_operator.domain.reference import Reference, parse_reference
-from tidb_bench_operator.domain.report import render_markdown
-from tidb_bench_operator.domain.report_chart import render_svg
-from tidb_bench_operator.domain.report_html import markdown_to_html, render_html
+from tidb_bench_operator.domain.api.models import BenchmarkRunStatus
+from tidb_bench_operator.domain.report.chart import render_svg
+from tidb_bench_operator.domain.report.html import markdown_to_html, render_html
+from tidb_bench_operator.domain.report.markdown import render_markdown
+from tidb_bench_operator.domain.report.reference import Reference, parse_reference
 from tidb_bench_operator.errors import TidbBenchError
 
 SVG = "{http://www.w3.org/2000/svg}"

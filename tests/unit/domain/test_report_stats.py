@@ -6,18 +6,18 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from tidb_bench_operator.domain.models import BenchmarkRunStatus, StepStatus, Trial
-from tidb_bench_operator.domain.report import render_markdown
-from tidb_bench_operator.domain.report_chart import render_svg
-from tidb_bench_operator.domain.report_trend import (
+from tidb_bench_operator.domain.api.models import BenchmarkRunStatus, StepStatus, Trial
+from tidb_bench_operator.domain.api.results import StepResult
+from tidb_bench_operator.domain.report.chart import render_svg
+from tidb_bench_operator.domain.report.markdown import render_markdown
+from tidb_bench_operator.domain.report.trend import (
     render_schedule_markdown,
     render_schedule_svg,
     schedule_status,
 )
-from tidb_bench_operator.domain.results import StepResult
-from tidb_bench_operator.domain.stats import compare_runs
-from tidb_bench_operator.domain.trend import history_change_points
-from tidb_bench_operator.domain.trials import with_trial
+from tidb_bench_operator.domain.stats.inference import compare_runs
+from tidb_bench_operator.domain.stats.trend import history_change_points
+from tidb_bench_operator.domain.stats.trials import with_trial
 
 SVG = "{http://www.w3.org/2000/svg}"
 

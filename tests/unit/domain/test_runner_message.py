@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tidb_bench_operator.domain.results import Latency, StepResult
-from tidb_bench_operator.domain.runner_message import (
+from tidb_bench_operator.domain.api.results import Latency, StepResult
+from tidb_bench_operator.domain.api.runner_message import (
     MAX_TERMINATION_MESSAGE,
     RESULT_VERSION,
     SERIES_MARKER,

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from tidb_bench_operator.domain import stats
-from tidb_bench_operator.domain.stats import (
+from tidb_bench_operator.domain.stats import inference as stats
+from tidb_bench_operator.domain.stats.inference import (
     compare_runs,
     effect_interval,
     find_change_points,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tidb_bench_operator.domain.results import StepResult
+from tidb_bench_operator.domain.api.results import StepResult
 from tidb_bench_operator.domain.sysbench import (
     EXTRA_ARG_KINDS,
     LUA_WORKLOADS,

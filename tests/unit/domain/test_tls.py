@@ -9,16 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tidb_bench_operator.domain.cluster_readers import read_tidb_cluster, read_v2_cluster
-from tidb_bench_operator.domain.manifests import (
-    RunRef,
-    build_dataset_runner_args,
-    build_runner_job,
-    build_step_runner_args,
-    compute_endpoint,
-)
-from tidb_bench_operator.domain.models import parse_run_spec
-from tidb_bench_operator.domain.tls import (
+from tidb_bench_operator.domain.api.models import parse_run_spec
+from tidb_bench_operator.domain.cluster.readers import read_tidb_cluster, read_v2_cluster
+from tidb_bench_operator.domain.cluster.tls import (
     MYSQL_TLS_DIR,
     describe_tls_failure,
     pd_ctl_tls_flags,
@@ -28,6 +21,13 @@ from tidb_bench_operator.domain.tls import (
     resolve_tls,
     secret_keys_missing,
     secret_not_found,
+)
+from tidb_bench_operator.domain.manifests import (
+    RunRef,
+    build_dataset_runner_args,
+    build_runner_job,
+    build_step_runner_args,
+    compute_endpoint,
 )
 from tidb_bench_operator.errors import SpecError
 

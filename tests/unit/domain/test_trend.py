@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tidb_bench_operator.domain.stats import compare_runs
-from tidb_bench_operator.domain.trend import (
+from tidb_bench_operator.domain.stats.inference import compare_runs
+from tidb_bench_operator.domain.stats.trend import (
     describe_change_point,
     history_change_points,
     regression_condition,

@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tidb_bench_operator.domain.objects import get_path, object_labels, object_name
 from tidb_bench_operator.domain.preflight.verdict import (
     BENCH_NODE_ISOLATION,
     TOPOLOGY_SPREAD,
@@ -29,24 +30,6 @@ _V2_CLUSTER_LABEL = "pingcap.com/cluster"
 _V2_COMPONENT_LABEL = "pingcap.com/component"
 _CONTROL_PLANE_TAINTS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
-
-
-def _get(obj: Mapping[str, Any] | None, *path: str) -> Any:
-    cur: Any = obj
-    for key in path:
-        if not isinstance(cur, Mapping):
-            return None
-        cur = cur.get(key)
-    return cur
-
-
-def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
-    labels = _get(obj, "metadata", "labels")
-    return dict(labels) if isinstance(labels, Mapping) else {}
-
-
-def _name(obj: Mapping[str, Any]) -> str:
-    return str(_get(obj, "metadata", "name") or "")
 
 
 def toleration_tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
@@ -71,13 +54,13 @@ def blocking_taints(node: Mapping[str, Any]) -> list[dict[str, Any]]:
     """NoSchedule/NoExecute taints of a node, plus the implicit one of a cordoned node."""
     taints = [
         dict(t)
-        for t in (_get(node, "spec", "taints") or [])
+        for t in (get_path(node, "spec", "taints") or [])
         if isinstance(t, Mapping) and t.get("effect") in _BLOCKING_EFFECTS
     ]
     # A cordoned node (spec.unschedulable) is refused by the scheduler's NodeUnschedulable
     # plugin unless the pod tolerates this taint; the node lifecycle controller that would
     # add it is not always running (docs/preflight.md), so model it from the field.
-    if _get(node, "spec", "unschedulable") and not any(
+    if get_path(node, "spec", "unschedulable") and not any(
         t.get("key") == "node.kubernetes.io/unschedulable" for t in taints
     ):
         taints.append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
@@ -110,7 +93,7 @@ def _database_pods(
 ) -> list[Mapping[str, Any]]:
     result = []
     for pod in pods:
-        labels = _labels(pod)
+        labels = object_labels(pod)
         if _component(labels) not in DATABASE_COMPONENTS:
             continue
         if cluster_name is not None and cluster_name not in (
@@ -118,10 +101,10 @@ def _database_pods(
             labels.get(_V2_CLUSTER_LABEL),
         ):
             continue
-        pod_ns = _get(pod, "metadata", "namespace")
+        pod_ns = get_path(pod, "metadata", "namespace")
         if namespace and pod_ns and pod_ns != namespace:
             continue
-        if _get(pod, "status", "phase") in ("Succeeded", "Failed"):
+        if get_path(pod, "status", "phase") in ("Succeeded", "Failed"):
             continue
         result.append(pod)
     return result
@@ -136,7 +119,7 @@ def _component_constraints(
 ) -> tuple[list[Mapping[str, Any]], str]:
     """The component's topologySpreadConstraints and where they came from."""
     # Component-level wins over cluster-level (docs/tidb-operator.md).
-    own = _get(spec, component, "topologySpreadConstraints")
+    own = get_path(spec, component, "topologySpreadConstraints")
     if own:
         return [c for c in own if isinstance(c, Mapping)], f"spec.{component}"
     shared = spec.get("topologySpreadConstraints")
@@ -149,24 +132,24 @@ def _component_node_selector(spec: Mapping[str, Any], component: str) -> dict[st
     # TiDB Operator's ComponentAccessor merges cluster-level and component-level
     # nodeSelector, the component's keys winning.
     merged: dict[str, str] = dict(spec.get("nodeSelector") or {})
-    merged.update(_get(spec, component, "nodeSelector") or {})
+    merged.update(get_path(spec, component, "nodeSelector") or {})
     return merged
 
 
 def _component_tolerations(spec: Mapping[str, Any], component: str) -> list[Mapping[str, Any]]:
     # Component-level tolerations replace the cluster-level ones when set (ComponentAccessor).
-    own = _get(spec, component, "tolerations")
+    own = get_path(spec, component, "tolerations")
     return list(own) if own else list(spec.get("tolerations") or [])
 
 
 def _matches_selector(node: Mapping[str, Any], selector: Mapping[str, str]) -> bool:
-    labels = _labels(node)
+    labels = object_labels(node)
     return all(labels.get(k) == v for k, v in selector.items())
 
 
 def _domain_of(node: Mapping[str, Any] | None, node_name: str, key: str) -> str | None:
     if node is not None:
-        value = _labels(node).get(key)
+        value = object_labels(node).get(key)
         if value is not None:
             return value
     # The kubelet always sets kubernetes.io/hostname to the node name; hand-made Node
@@ -204,13 +187,13 @@ def check_topology_spread(
     nodes: Sequence[Mapping[str, Any]],
 ) -> CheckResult:
     """Per component (pd/tikv/tidb) and topology domain: actual pod skew vs the TC's maxSkew."""
-    tc_name = _name(tidb_cluster)
-    namespace = str(_get(tidb_cluster, "metadata", "namespace") or "")
-    spec: Mapping[str, Any] = _get(tidb_cluster, "spec") or {}
+    tc_name = object_name(tidb_cluster)
+    namespace = str(get_path(tidb_cluster, "metadata", "namespace") or "")
+    spec: Mapping[str, Any] = get_path(tidb_cluster, "spec") or {}
     db_pods = _database_pods(pods, tc_name or None, namespace or None)
-    nodes_by_name = {_name(n): n for n in nodes}
+    nodes_by_name = {object_name(n): n for n in nodes}
     occupied_nodes = {
-        str(_get(p, "spec", "nodeName")) for p in db_pods if _get(p, "spec", "nodeName")
+        str(get_path(p, "spec", "nodeName")) for p in db_pods if get_path(p, "spec", "nodeName")
     }
 
     statuses: list[CheckStatus] = []
@@ -221,8 +204,8 @@ def check_topology_spread(
 
     for component in DATABASE_COMPONENTS:
         display = _DISPLAY[component]
-        comp_pods = [p for p in db_pods if _labels(p).get(_COMPONENT_LABEL) == component]
-        replicas = _get(spec, component, "replicas")
+        comp_pods = [p for p in db_pods if object_labels(p).get(_COMPONENT_LABEL) == component]
+        replicas = get_path(spec, component, "replicas")
         if not comp_pods and not replicas:
             continue
         constraints, source = _component_constraints(spec, component)
@@ -234,7 +217,9 @@ def check_topology_spread(
             constraints = [{"topologyKey": HOSTNAME_KEY, "maxSkew": 1}]
         selector = _component_node_selector(spec, component)
         tolerations = _component_tolerations(spec, component)
-        unscheduled = sorted(_name(p) for p in comp_pods if not _get(p, "spec", "nodeName"))
+        unscheduled = sorted(
+            object_name(p) for p in comp_pods if not get_path(p, "spec", "nodeName")
+        )
 
         for constraint in constraints:
             key = str(constraint.get("topologyKey") or HOSTNAME_KEY)
@@ -250,19 +235,19 @@ def check_topology_spread(
             for node in nodes:
                 if honor_affinity and not _matches_selector(node, selector):
                     continue
-                domain = _domain_of(node, _name(node), key)
+                domain = _domain_of(node, object_name(node), key)
                 if domain is None:
                     continue
                 counts.setdefault(domain, [])
                 domain_nodes.setdefault(domain, []).append(node)
             for pod in comp_pods:
-                node_name = _get(pod, "spec", "nodeName")
+                node_name = get_path(pod, "spec", "nodeName")
                 if not node_name:
                     continue
                 domain = _domain_of(nodes_by_name.get(str(node_name)), str(node_name), key)
                 if domain is None:
                     continue
-                counts.setdefault(domain, []).append(_name(pod))
+                counts.setdefault(domain, []).append(object_name(pod))
             if not counts:
                 statuses.append("Warn")
                 lines.append(f"{display}: no node carries topology key {key}.")
@@ -292,7 +277,7 @@ def check_topology_spread(
                 if names:
                     continue
                 for node in domain_nodes.get(domain, []):
-                    node_name = _name(node)
+                    node_name = object_name(node)
                     if node_name in occupied_nodes or node_name in taint_notes:
                         continue
                     # Only the control-plane taint gets a sentence: it is the one that
@@ -345,9 +330,9 @@ def eligible_bench_nodes(
     """The nodes a benchmark client may land on, by name; and why each other one may not."""
     eligible: list[str] = []
     reasons: list[str] = []
-    for node in sorted(nodes, key=_name):
-        name = _name(node)
-        labels = _labels(node)
+    for node in sorted(nodes, key=object_name):
+        name = object_name(node)
+        labels = object_labels(node)
         wrong = {k: v for k, v in node_selector.items() if labels.get(k) != v}
         if wrong:
             reasons.append(f"{name}: labels do not match {_selector_text(wrong)}")
@@ -383,10 +368,10 @@ def check_bench_node_isolation(
     problems: list[str] = []
     eligible_set = set(eligible)
     for pod in _database_pods(pods, cluster_name):
-        node_name = _get(pod, "spec", "nodeName")
+        node_name = get_path(pod, "spec", "nodeName")
         if node_name in eligible_set:
-            component = _component(_labels(pod)) or "?"
-            problems.append(f"pod {_name(pod)} ({component}) runs on bench node {node_name}")
+            component = _component(object_labels(pod)) or "?"
+            problems.append(f"pod {object_name(pod)} ({component}) runs on bench node {node_name}")
     if problems:
         # A client sharing a node with TiKV/TiDB/PD corrupts the result (docs/field-story.md:
         # adding TiKV-3 onto the benchmark node dropped point-select QPS by a third).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from tidb_bench_operator.domain.results import Latency, StepResult
+from tidb_bench_operator.domain.api.results import Latency, StepResult
 from tidb_bench_operator.domain.sysbench.diagnose import diagnose_failure
 from tidb_bench_operator.domain.sysbench.model import RunSummary, SysbenchRun
 from tidb_bench_operator.errors import ParseError

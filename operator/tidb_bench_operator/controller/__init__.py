@@ -1,0 +1,1 @@
+"""The controller process: kopf handlers (the only kopf importer), the Driver, the wiring."""

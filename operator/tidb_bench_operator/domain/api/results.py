@@ -1,0 +1,43 @@
+"""The fixed step result schema: CR status steps, `tidb-bench parse`, the results ConfigMap."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from tidb_bench_operator.domain.api.base import CamelModel
+
+
+class Latency(CamelModel):
+    """End-of-run latency summary in milliseconds."""
+
+    min: float = Field(description="Minimum latency of one event, in milliseconds.")
+    avg: float = Field(description="Average latency of one event, in milliseconds.")
+    max: float = Field(description="Maximum latency of one event, in milliseconds.")
+    percentile: int = Field(description="Which percentile `value` is (sysbench --percentile).")
+    value: float | None = Field(
+        description="Latency at `percentile`, in milliseconds; null when sysbench printed none "
+        "(percentile disabled) or when 0.00 means 'no events' rather than a real latency."
+    )
+
+
+class StepResult(CamelModel):
+    """One step's end-of-run numbers: a (workload, threads) point of the sweep."""
+
+    workload: str = Field(description="sysbench test name, e.g. oltp_point_select.")
+    threads: int = Field(description="sysbench --threads per client for this step.")
+    clients: int = Field(default=1, description="How many client pods were combined.")
+    tps: float = Field(description="Transactions (events) per second, summed over clients.")
+    qps: float = Field(description="Queries per second, summed over clients.")
+    read_qps: float = Field(description="Read queries per second.")
+    write_qps: float = Field(description="Write queries per second.")
+    other_qps: float = Field(description="Other queries (BEGIN/COMMIT) per second.")
+    latency_ms: Latency = Field(description="Latency summary in milliseconds.")
+    errors_per_sec: float = Field(description="Ignored errors per second.")
+    reconnects_per_sec: float = Field(description="Reconnects per second.")
+    events: int = Field(description="Total number of events (transactions).")
+    duration_seconds: float = Field(description="sysbench's measured total time, in seconds.")
+    sysbench_version: str = Field(description="sysbench version from the output header.")
+
+    def to_json_dict(self) -> dict[str, object]:
+        """The wire form: camelCase keys, as in status.steps[] (docs/design.md)."""
+        return self.model_dump(by_alias=True, mode="json")

@@ -1,0 +1,27 @@
+"""Reading plain Kubernetes objects (camelCase dicts as the API serves them), never raising."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def get_path(obj: Mapping[str, Any] | None, *path: str) -> Any:
+    """The value at `path` in nested mappings, or None where any step is missing."""
+    cur: Any = obj
+    for key in path:
+        if not isinstance(cur, Mapping):
+            return None
+        cur = cur.get(key)
+    return cur
+
+
+def object_labels(obj: Mapping[str, Any]) -> dict[str, str]:
+    """`metadata.labels`, empty when absent or not a mapping."""
+    labels = get_path(obj, "metadata", "labels")
+    return dict(labels) if isinstance(labels, Mapping) else {}
+
+
+def object_name(obj: Mapping[str, Any]) -> str:
+    """`metadata.name`, empty when absent."""
+    return str(get_path(obj, "metadata", "name") or "")

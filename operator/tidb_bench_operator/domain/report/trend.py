@@ -1,0 +1,191 @@
+"""`tidb-bench report` for a BenchmarkSchedule: its history as a table, and per step a trend
+chart of QPS night by night (each valid trial a dot, the step's median a line) with the
+change points found over the history (domain/trend.py) marked where the level moved."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+from xml.sax.saxutils import quoteattr
+
+from tidb_bench_operator.domain.api.models import BenchmarkScheduleStatus, HistoryEntry
+from tidb_bench_operator.domain.api.verdicts import StepChangePoint
+from tidb_bench_operator.domain.report import svg
+from tidb_bench_operator.domain.report.stats import TRIAL_COLOUR, rate
+from tidb_bench_operator.domain.stats.trend import describe_change_point
+
+WIDTH = 760
+LEFT, RIGHT = 84, WIDTH - 40
+PANEL_HEIGHT = 200
+PLOT_TOP, PLOT_HEIGHT = 46, 110
+LINE_COLOUR = "#1f77b4"
+CHANGE_COLOUR = "#d62728"
+
+StepKey = tuple[str, int]
+
+
+def schedule_status(value: BenchmarkScheduleStatus | Mapping[str, Any]) -> BenchmarkScheduleStatus:
+    """The status from the model, its camelCase dict, or a whole BenchmarkSchedule dict."""
+    if isinstance(value, BenchmarkScheduleStatus):
+        return value
+    if isinstance(value.get("status"), Mapping) and "history" not in value:
+        value = value["status"]
+    return BenchmarkScheduleStatus.model_validate(value)
+
+
+def _cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").strip()
+
+
+def _series(history: Sequence[HistoryEntry]) -> dict[StepKey, list[tuple[int, HistoryEntry]]]:
+    """Per (workload, threads): the runs (index in the history, entry) that measured it."""
+    found: dict[StepKey, list[tuple[int, HistoryEntry]]] = {}
+    for i, entry in enumerate(history):
+        for step in entry.steps:
+            found.setdefault((step.workload, step.threads), []).append((i, entry))
+    return found
+
+
+def render_schedule_markdown(name: str, status: BenchmarkScheduleStatus) -> str:
+    """The schedule's latest verdict, its change points and its history, oldest first."""
+    lines = [f"# BenchmarkSchedule {_cell(name)}", ""]
+    if status.verdict:
+        latest = status.last_successful_run or "the latest successful run"
+        lines += [f"Latest verdict: **{_cell(status.verdict)}** ({_cell(latest)}).", ""]
+    lines += ["## Change points", ""]
+    if status.change_points:
+        lines += [f"- {_cell(describe_change_point(p))}" for p in status.change_points]
+    else:
+        lines.append("None found over the history kept (spec.regression.trendRuns).")
+    lines += [
+        "",
+        "## History",
+        "",
+        "| # | run | finished | outcome | verdict | peak QPS | steps: threads QPS (trials) |",
+        "| ---: | :--- | :--- | :--- | :--- | ---: | :--- |",
+    ]
+    for number, entry in enumerate(status.history, start=1):
+        finished = entry.finished_at.strftime("%Y-%m-%d %H:%M") if entry.finished_at else "—"
+        steps = ", ".join(
+            f"{s.threads} thr {rate(s.qps)}" + (f" ({len(s.trials)})" if s.trials else "")
+            for s in entry.steps
+        )
+        lines.append(
+            f"| {number} | {_cell(entry.name)} | {finished} | {entry.outcome} | "
+            f"{entry.verdict or '—'} | {rate(entry.peak_qps)} | {_cell(steps) or '—'} |"
+        )
+    if not status.history:
+        lines.append("| | — | | | | | no finished runs yet |")
+    return "\n".join(lines) + "\n"
+
+
+def _panel(
+    key: StepKey,
+    points: Sequence[tuple[int, HistoryEntry]],
+    runs: int,
+    changes: Sequence[StepChangePoint],
+    top: float,
+) -> list[str]:
+    workload, threads = key
+    values: list[tuple[int, float, list[float]]] = []
+    for i, entry in points:
+        step = next(s for s in entry.steps if (s.workload, s.threads) == key)
+        values.append((i, step.qps, list(step.trials)))
+    y_top = max(max([q, *trials]) for _, q, trials in values)
+    y_at = svg.LinearScale(
+        tuple(svg.nice_ticks(y_top * 1.08)), top + PLOT_TOP + PLOT_HEIGHT, top + PLOT_TOP
+    )
+
+    def x_at(i: float) -> float:
+        return LEFT + 20 + (i / max(runs - 1, 1)) * (RIGHT - LEFT - 40)
+
+    out = [
+        f'<g class="trend" data-workload={quoteattr(workload)} data-threads="{threads}">',
+        svg.text(
+            LEFT - 60,
+            top + 20,
+            f"{workload}, {threads} threads: QPS per run",
+            font_size="13",
+            font_weight="bold",
+        ),
+    ]
+    out += svg.y_grid(y_at, LEFT, RIGHT, LINE_COLOUR)
+    out.append(svg.line(LEFT, y_at.bottom, RIGHT, y_at.bottom, "#333"))
+    names = {i: entry.name for i, entry in points}
+    for change in changes:
+        at = next((i for i, name in names.items() if name == change.run), None)
+        if at is None:
+            continue
+        x = (x_at(at) + x_at(at - 1)) / 2 if at > 0 else x_at(at)
+        out.append(
+            f'<g class="change-point" data-run={quoteattr(change.run)}>'
+            + svg.line(
+                x,
+                y_at.top - 6,
+                x,
+                y_at.bottom,
+                CHANGE_COLOUR,
+                stroke_width="1.5",
+                stroke_dasharray="6 3",
+            )
+            + svg.text(
+                x + 4,
+                y_at.top - 8,
+                f"change {change.change_percent:+.1f}% (p {change.p_value:.2g})",
+                fill=CHANGE_COLOUR,
+                font_weight="bold",
+            )
+            + "</g>"
+        )
+    line = [(x_at(i), y_at(q)) for i, q, _ in values]
+    out.append(
+        f'<path class="trend-qps" d="{svg.path([line])}" fill="none" '
+        f'stroke="{LINE_COLOUR}" stroke-width="2"/>'
+    )
+    for i, q, trials in values:
+        x = x_at(i)
+        for t in trials:
+            out.append(
+                f'<circle class="trial" cx="{svg.num(x)}" cy="{svg.num(y_at(t))}" '
+                f'r="2.5" fill="{TRIAL_COLOUR}"/>'
+            )
+        out.append(
+            svg.marker(x, y_at(q), LINE_COLOUR, "circle", tooltip=f"{names[i]}: {rate(q)} QPS")
+        )
+    every = max(1, (runs + 9) // 10)
+    for i in range(0, runs, every):
+        out.append(
+            svg.text(x_at(i), y_at.bottom + 15, str(i + 1), text_anchor="middle", font_size="10")
+        )
+    out.append("</g>")
+    return out
+
+
+def render_schedule_svg(name: str, status: BenchmarkScheduleStatus) -> str:
+    """A self-contained SVG: per step a trend panel (runs oldest first, numbered as in the
+    history table), trials as dots, the median as the line, change points as red lines."""
+    series = _series(status.history)
+    runs = len(status.history)
+    title = f"BenchmarkSchedule {name}: QPS per run"
+    body = [
+        svg.text(WIDTH / 2, 28, title, text_anchor="middle", font_size="17", font_weight="bold")
+    ]
+    y = 44.0
+    if not series:
+        body.append(
+            svg.text(WIDTH / 2, y + 30, "no successful runs with steps yet", text_anchor="middle")
+        )
+        y += 60
+    for key, points in series.items():
+        changes = [c for c in status.change_points if (c.workload, c.threads) == key]
+        body += _panel(key, points, runs, changes, y)
+        y += PANEL_HEIGHT
+    for k, note in enumerate(
+        (
+            "x: the runs of the history, oldest first, numbered as in the report's table",
+            "line: the step's QPS (median of its trials); dots: its trials; red: a change point",
+        )
+    ):
+        body.append(svg.text(LEFT - 60, y + 4 + 15 * k, note, font_size="11", fill="#666666"))
+    total = int(y + 34)
+    return svg.document(title, WIDTH, total, body)

@@ -1,0 +1,37 @@
+"""A step measured several times (spec.repeats): which numbers the step shows for its trials.
+
+The step's numbers are those of its median trial (by QPS, the lower one of an even count),
+so latency, TPS and QPS in one row come from one real measurement; `qps` itself is the
+median of the trials, and `qpsTrials` adds the interval, the CV and the noisy flag. Valid
+trials are preferred: invalid ones count only when no trial is valid.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from tidb_bench_operator.domain.api.models import StepStatus, Trial
+from tidb_bench_operator.domain.stats.inference import summarize_trials
+
+
+def with_trial(step: StepStatus, trial: Trial, noisy_cv_percent: float) -> StepStatus:
+    """A copy of `step` with `trial` added and its numbers recomputed from all its trials."""
+    trials = [*step.trials, trial]
+    pool = [t for t in trials if t.valid] or trials
+    ordered = sorted(pool, key=lambda t: t.result.qps)
+    middle = ordered[(len(ordered) - 1) // 2]
+    updated = step.with_result(middle.result)
+    qps = [t.result.qps for t in pool]
+    updated.trials = trials
+    updated.qps = round(statistics.median(qps), 2)
+    updated.qps_trials = summarize_trials(qps, noisy_cv_percent)
+    updated.valid = any(t.valid for t in trials)
+    updated.client_saturated = middle.client_saturated
+    return updated
+
+
+def valid_trial_qps(step: StepStatus) -> list[float]:
+    """QPS of the step's valid trials; a step measured once (no trials) gives its own QPS."""
+    if step.trials:
+        return [t.result.qps for t in step.trials if t.valid]
+    return [step.qps] if step.qps is not None and step.valid is not False else []

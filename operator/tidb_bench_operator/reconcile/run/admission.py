@@ -1,0 +1,208 @@
+"""Pending: check what the schema cannot, and wait for the cluster to be free.
+
+A run is admitted when its Secret has the keys it names, a benchmark node exists, the
+runner's ServiceAccount can be made, and it is its turn in its cluster's queue (one run at
+a time per cluster: concurrent runs falsify each other; domain/queue.py states the order).
+The turn comes from the controller's in-memory queue, so waiting costs no API call: the
+inputs are read when the run arrives and again when it starts, not while it waits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tidb_bench_operator.adapters.clusters import read_cluster
+from tidb_bench_operator.domain.api.models import Environment, RunPhase
+from tidb_bench_operator.domain.cluster.tls import (
+    pd_url_with_tls,
+    resolve_tls,
+    secret_keys_missing,
+    secret_not_found,
+)
+from tidb_bench_operator.domain.cluster.view import V2_KIND
+from tidb_bench_operator.domain.manifests import (
+    build_runner_service_account,
+    compute_endpoint,
+    resolved_endpoint,
+)
+from tidb_bench_operator.errors import KubeForbidden, SpecError
+from tidb_bench_operator.reconcile.run.context import RunContext
+
+
+def admit(ctx: RunContext) -> None:
+    """The Pending phase: fail on bad inputs, wait behind another run, or enter Preflight."""
+    st = ctx.st
+    arrived = not (ctx.body.get("status") or {}).get("phase")
+    if arrived:
+        st.phase = RunPhase.PENDING
+        ctx.event("Normal", "Pending", "accepted; checking inputs")
+    ahead = ctx.turn.ahead
+    if arrived or ahead is None:
+        problem = check_inputs(ctx)
+        if problem is not None:
+            ctx.fail(*problem)
+            return
+    if ahead is not None:
+        if st.waiting_for != ahead:
+            ctx.event("Normal", "Waiting", f"waiting for BenchmarkRun {ahead} on the same cluster")
+        st.waiting_for = ahead
+        ctx.condition(
+            "Waiting", "True", "ClusterBusy",
+            f"BenchmarkRun {ahead} is ahead of this one on the same cluster (one run at a "
+            "time: concurrent runs falsify each other); runs start oldest first",
+        )  # fmt: skip
+        ctx.park()
+        return
+    st.waiting_for = None
+    ctx.condition("Waiting", "False", "ClusterFree", "no other run on this cluster")
+    st.started_at = ctx.now
+    ctx.enter(RunPhase.PREFLIGHT, f"preflight (policy {ctx.spec.preflight.policy})")
+
+
+def check_inputs(ctx: RunContext) -> tuple[str, str] | None:
+    """What the schema cannot check: the Secret and its keys, and that a bench node exists.
+
+    Returns (reason, message) of the first problem, or None.
+    """
+    spec, run, kube = ctx.spec, ctx.run, ctx.kube
+    secret = spec.credentials.secret_ref.name
+    try:
+        keys = kube.secret_keys(run.namespace, secret)
+    except KubeForbidden as exc:
+        return ("NotPermitted", not_permitted(run.namespace, exc))
+    if keys is None:
+        return (
+            "SecretNotFound",
+            f"spec.credentials.secretRef.name: Secret {secret!r} not found in namespace "
+            f"{run.namespace!r}; create it: kubectl -n {run.namespace} create secret generic "
+            f"{secret} --from-literal={spec.credentials.user_key}=<user> "
+            f"--from-literal={spec.credentials.password_key}=<password>",
+        )
+    missing = [
+        (f, k)
+        for f, k in (
+            ("userKey", spec.credentials.user_key),
+            ("passwordKey", spec.credentials.password_key),
+        )
+        if k not in keys
+    ]
+    if missing:
+        f, k = missing[0]
+        return (
+            "SecretKeyMissing",
+            f"spec.credentials.{f}: Secret {run.namespace}/{secret} has no key {k!r} "
+            f"(it has: {', '.join(sorted(keys)) or 'no keys'}); add the key or set "
+            f"spec.credentials.{f} to one of those",
+        )
+    selector = spec.placement.node_selector
+    if selector:
+        matching = [
+            n
+            for n in kube.nodes()
+            if all((n["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())
+        ]
+        if not matching:
+            text = ",".join(f"{k}={v}" for k, v in selector.items())
+            return (
+                "NoBenchNode",
+                f"spec.placement.nodeSelector {{{text}}} matches no node; label the "
+                f"dedicated benchmark node: kubectl label node <node> {text}",
+            )
+    problem = resolve_target(ctx)
+    if problem is not None:
+        return problem
+    # Last, so a run whose inputs are wrong creates nothing: the permission-less identity
+    # its pods run as (deploy/ lets the controller create it only where runs are enabled).
+    try:
+        kube.ensure_service_account(build_runner_service_account(run.namespace))
+    except KubeForbidden as exc:
+        return ("NotPermitted", not_permitted(run.namespace, exc))
+    return None
+
+
+def resolve_target(ctx: RunContext) -> tuple[str, str] | None:
+    """Read the cluster spec.cluster names (TidbCluster or Cluster) and fix the endpoint.
+
+    The result goes to status.endpoint, which later reconciles use without reading again.
+    Returns (reason, message) when the cluster cannot be resolved, else None.
+    """
+    spec, run = ctx.spec, ctx.run
+    view = None
+    if spec.cluster is not None:
+        ns = spec.cluster.namespace or run.namespace
+        try:
+            view = read_cluster(ctx.kube, spec.cluster, run.namespace)
+        except SpecError as exc:
+            return ("ClusterNotFound" if exc.field == "cluster.name" else "InvalidSpec", str(exc))
+        except KubeForbidden as exc:
+            return (
+                "NotPermitted",
+                f"spec.cluster: cannot read the cluster {ns}/{spec.cluster.name} ({exc}); the "
+                "controller needs get on tidbclusters.pingcap.com and clusters.core.pingcap.com "
+                "and list on their PD/TiKV/TiDB groups: kubectl apply -k deploy/",
+            )
+    endpoint = compute_endpoint(spec, run.namespace, view)
+    if not endpoint.host and view is not None:
+        return (
+            "InvalidSpec",
+            f"spec.cluster: {view.where} has no TiDBGroup, so there is no TiDB to connect to "
+            "(add a TiDBGroup to the cluster, or set spec.target.host)",
+        )
+    try:
+        tls = resolve_tls(spec, view)
+    except SpecError as exc:
+        return ("InvalidSpec", str(exc))
+    for side, secret in (("cluster", tls.pd), ("mysql", tls.mysql)):
+        if secret is None:
+            continue
+        try:
+            keys = ctx.kube.secret_keys(run.namespace, secret)
+        except KubeForbidden as exc:
+            return ("NotPermitted", not_permitted(run.namespace, exc))
+        if keys is None:
+            ns = endpoint.cluster_namespace
+            return ("SecretNotFound", secret_not_found(side, spec, run.namespace, secret, ns))
+        problem = secret_keys_missing(side, spec, run.namespace, secret, keys)
+        if problem is not None:
+            return ("SecretKeyMissing", problem)
+    endpoint = replace(
+        endpoint,
+        pd_url=pd_url_with_tls(endpoint.pd_url, tls.pd is not None),
+        pd_tls_secret=tls.pd,
+        mysql_tls_secret=tls.mysql,
+    )
+    if ctx.st.endpoint is None and (tls.pd or tls.mysql or tls.notes):
+        used = [
+            f"PD over HTTPS with the client certificate of Secret {tls.pd}" if tls.pd else "",
+            f"MySQL over TLS with the client certificate of Secret {tls.mysql}"
+            if tls.mysql
+            else "",
+            *tls.notes,
+        ]
+        ctx.event("Normal" if not tls.notes else "Warning", "TLS", "; ".join(u for u in used if u))
+    # v2 only: which TiDBGroup and PD URL a Cluster resolved to is worth an Event (v1's
+    # addresses follow from the name alone).
+    if view is not None and view.kind == V2_KIND and ctx.st.endpoint is None:
+        tidb = view.tidb.note if view.tidb is not None and endpoint.tidb_group else "spec.target"
+        ctx.event(
+            "Normal", "Target",
+            f"{view.where}: TiDB at {endpoint.host}:{endpoint.port} ({tidb}), PD at "
+            f"{endpoint.pd_url or 'none'}",
+        )  # fmt: skip
+    ctx.st.endpoint = resolved_endpoint(endpoint)
+    ctx.endpoint = endpoint
+    if view is not None:
+        env = ctx.st.environment or Environment()
+        env.images, env.replicas, env.versions = view.images(), view.replicas(), view.versions()
+        ctx.st.environment = env
+    return None
+
+
+def not_permitted(namespace: str, exc: Exception) -> str:
+    """What to do when the controller's RBAC does not reach a run's namespace (deploy/)."""
+    return (
+        f"the controller may not work in namespace {namespace!r} ({exc}); enable BenchmarkRuns "
+        f"there by binding ClusterRoles tidb-bench-secret-reader and tidb-bench-run-namespace "
+        f"to ServiceAccount tidb-bench-system/tidb-bench-operator: set the namespace in "
+        f"deploy/run-namespace/kustomization.yaml and kubectl apply -k deploy/run-namespace/"
+    )

@@ -1,0 +1,85 @@
+"""The end of a run: clean the dataset up if asked, summarise, record the environment; and
+after the end, delete its Jobs once `ttlSecondsAfterFinished` has passed.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from tidb_bench_operator.domain.api.models import Environment, RunPhase
+from tidb_bench_operator.domain.fingerprint import (
+    INSTANCE_LABEL,
+    Fingerprint,
+    flatten_spec,
+    image_digests,
+)
+from tidb_bench_operator.domain.jobs import node_names, run_selector
+from tidb_bench_operator.domain.stats import analysis
+from tidb_bench_operator.reconcile.run.context import RunContext, RunState
+from tidb_bench_operator.reconcile.run.dataset import dataset_job
+
+
+def finish(ctx: RunContext) -> None:
+    """All steps are done: the optional cleanup Job, then the summary, then Succeeded."""
+    spec, run, st = ctx.spec, ctx.run, ctx.st
+    if spec.dataset.cleanup and dataset_job(ctx, "cleanup", "dataset cleanup") is None:
+        return
+    results = [s.to_result() for s in st.steps if s.valid]
+    valid = [r for r in results if r is not None]
+    slo = spec.slo.latency_ms if spec.slo else None
+    st.summary = analysis.compute_status_summary(valid, spec.workloads, slo)
+    invalid = [r for r in (s.to_result() for s in st.steps if s.valid is False) if r is not None]
+    peak = analysis.compute_status_summary(invalid, spec.workloads, slo) if not valid else None
+    if peak is not None:
+        # Every step was invalid: the peak is shown, said to be invalid, and nothing is
+        # recommended (docs/guard.md).
+        st.summary = peak.model_copy(
+            update={
+                "recommended_threads": None,
+                "recommended_qps": None,
+                "per_workload": [],
+                "headline": f"EVERY STEP INVALID (see the steps' disturbances and notes); "
+                f"nothing recommended. Invalid peak: {peak.headline}",
+            }
+        )
+    env = st.environment or Environment()
+    env.sysbench_version = next((r.sysbench_version for r in valid), env.sysbench_version)
+    env.nodes = node_names(ctx.kube.pods(run.namespace, run_selector(run, role="step")))
+    st.environment = env
+    st.fingerprint = fingerprint(ctx, env)
+    st.current_step = len(st.steps)
+    st.finished_at = ctx.now
+    headline = (st.summary.headline if st.summary else None) or "no valid step"
+    ctx.condition("Progressing", "False", "Complete", "all steps done")
+    ctx.condition("Complete", "True", "Succeeded", headline)
+    st.message = headline
+    ctx.enter(RunPhase.SUCCEEDED, headline)
+
+
+def fingerprint(ctx: RunContext, env: Environment) -> Fingerprint:
+    """What the run measured against: the server's word over SQL, the cluster's pods, the spec."""
+    ep = ctx.endpoint
+    facts = ctx.deps.server_facts
+    found = facts(ctx.spec, ctx.run.namespace, ep) if facts is not None else Fingerprint()
+    digests: dict[str, str] = {}
+    if ep.cluster_name is not None:
+        pods = ctx.kube.pods(ep.cluster_namespace, f"{INSTANCE_LABEL}={ep.cluster_name}")
+        digests = image_digests(pods)
+    return found.model_copy(
+        update={
+            "images": dict(env.images),
+            "image_digests": digests,
+            "replicas": dict(env.replicas),
+            "sysbench_version": env.sysbench_version,
+            "spec": flatten_spec(ctx.body.get("spec") or {}),
+        }
+    )
+
+
+def expire(state: RunState) -> None:
+    """A finished run: delete its Jobs (and pods) once ttlSecondsAfterFinished has passed."""
+    ttl = (state.body.get("spec") or {}).get("ttlSecondsAfterFinished")
+    finished = state.st.finished_at
+    if ttl is None or finished is None or state.now < finished + timedelta(seconds=int(ttl)):
+        return
+    state.delete_jobs()

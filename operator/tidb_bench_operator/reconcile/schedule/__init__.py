@@ -1,0 +1,1 @@
+"""BenchmarkSchedule orchestration: fire runs on time, keep their history, flag regressions."""
