@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from tidb_bench_operator.domain.api.models import ClusterRef
 from tidb_bench_operator.domain.cluster.readers import read_tidb_cluster, read_v2_cluster
@@ -12,9 +12,8 @@ from tidb_bench_operator.domain.cluster.view import (
     ClusterView,
     choose_kind,
 )
+from tidb_bench_operator.domain.objects import JSON
 from tidb_bench_operator.errors import KubeForbidden, SpecError
-
-JSON = dict[str, Any]
 
 
 class ClusterObjects(Protocol):

@@ -16,9 +16,9 @@ from tidb_bench_operator.domain.api.models import GROUP, VERSION
 from tidb_bench_operator.domain.cluster.view import API_VERSION as V2_API_VERSION
 from tidb_bench_operator.domain.cluster.view import V2_API_GROUP, V2_GROUP_PLURALS
 from tidb_bench_operator.domain.manifests import LABEL_ROLE, LABEL_RUN, label_value
+from tidb_bench_operator.domain.objects import JSON
 from tidb_bench_operator.errors import KubeError, KubeForbidden
 
-JSON = dict[str, Any]
 # Seconds for any single API call: a hung API server must not hang a reconcile forever.
 TIMEOUT = 20
 #: What the Kubernetes client raises: the API server's answers, and the connection's failures.

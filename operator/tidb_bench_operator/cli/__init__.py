@@ -349,6 +349,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.print_help(sys.stderr)
     return 2
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from tidb_bench_operator.adapters.k8s import JSON
 from tidb_bench_operator.domain import queue
 from tidb_bench_operator.domain.api.models import ACTIVE_PHASES, RunPhase, is_terminal
 from tidb_bench_operator.domain.jobs import run_selector
 from tidb_bench_operator.domain.manifests import LABEL_SCHEDULE, RunRef, label_value
+from tidb_bench_operator.domain.objects import JSON
 from tidb_bench_operator.domain.queue import QueueEntry, Turn
 from tidb_bench_operator.domain.status import utc_now
 from tidb_bench_operator.errors import KubeError

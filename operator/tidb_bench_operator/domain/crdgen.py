@@ -21,7 +21,7 @@ from tidb_bench_operator.domain.api.models import (
     BenchmarkSchedule,
     BenchmarkScheduleSpec,
     BenchmarkScheduleStatus,
-    Summary,
+    SweepSummary,
 )
 
 KINDS = ("BenchmarkRun", "BenchmarkSchedule")
@@ -189,15 +189,18 @@ def _columns(kind: str) -> list[dict[str, Any]]:
                 ".spec.workloads[0]",
                 "First workload of the sweep; the summary columns are for it.",
             ),
-            _column("QPS", "number", ".status.summary.peakQps", _text(Summary, "peak_qps")),
+            _column("QPS", "number", ".status.summary.peakQps", _text(SweepSummary, "peak_qps")),
             _column(
-                "Threads", "integer", ".status.summary.peakThreads", _text(Summary, "peak_threads")
+                "Threads",
+                "integer",
+                ".status.summary.peakThreads",
+                _text(SweepSummary, "peak_threads"),
             ),
             _column(
                 "P95(ms)",
                 "number",
                 ".status.summary.peakLatencyMs",
-                _text(Summary, "peak_latency_ms"),
+                _text(SweepSummary, "peak_latency_ms"),
             ),
             _column("Invalid", "integer", ".status.invalidSteps", _text(status, "invalid_steps")),
             _AGE,

@@ -13,7 +13,6 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from tidb_bench_operator.domain.api.guard import (
     MAX_DISTURBANCES,
@@ -22,22 +21,20 @@ from tidb_bench_operator.domain.api.guard import (
     GuardLook,
 )
 from tidb_bench_operator.domain.cluster.view import DATABASE_COMPONENTS, DISPLAY, ClusterView
-from tidb_bench_operator.domain.objects import get_path, object_labels
+from tidb_bench_operator.domain.objects import JSONView, get_path, object_labels
 from tidb_bench_operator.domain.pd import STATE_UP, Store
-
-JSON = Mapping[str, Any]
 
 # ---------------------------------------------------------------------------
 # Kubernetes: the cluster's pods and the operator's rollout signals
 
 
-def _restarts(pod: JSON) -> int:
+def _restarts(pod: JSONView) -> int:
     return sum(
         int(c.get("restartCount") or 0) for c in get_path(pod, "status", "containerStatuses") or []
     )
 
 
-def pod_entries(view: ClusterView, pods: Sequence[JSON]) -> dict[str, str]:
+def pod_entries(view: ClusterView, pods: Sequence[JSONView]) -> dict[str, str]:
     """The cluster's live pd/tikv/tidb pods as `name → 'uid node restarts component'`."""
     out = {}
     for pod in view.database_pods(pods):
@@ -156,7 +153,7 @@ def kube_disturbances(
     return out
 
 
-def client_disturbances(client_pods: Sequence[JSON], *, at: datetime) -> list[Disturbance]:
+def client_disturbances(client_pods: Sequence[JSONView], *, at: datetime) -> list[Disturbance]:
     """A benchmark client pod whose container restarted (its numbers restarted with it)."""
     out = []
     for pod in client_pods:
@@ -249,7 +246,7 @@ def pd_disturbances(
 MIN_INTERVALS = 3
 
 
-def _number(point: JSON, key: str) -> float | None:
+def _number(point: JSONView, key: str) -> float | None:
     value = point.get(key)
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
@@ -257,7 +254,7 @@ def _number(point: JSON, key: str) -> float | None:
 
 
 def series_disturbances(
-    series: Mapping[str, Sequence[JSON]], bounds: Guard, *, started: datetime
+    series: Mapping[str, Sequence[JSONView]], bounds: Guard, *, started: datetime
 ) -> list[Disturbance]:
     """Stalls, error and reconnect bursts in each client's series (`client name → points`).
 

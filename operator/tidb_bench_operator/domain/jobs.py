@@ -7,10 +7,9 @@ home and a direct test.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from tidb_bench_operator.domain.api.runner_message import Report, RunnerFailure, read_report
 from tidb_bench_operator.domain.manifests import (
@@ -22,8 +21,8 @@ from tidb_bench_operator.domain.manifests import (
     RunRef,
     label_value,
 )
+from tidb_bench_operator.domain.objects import JSONView
 
-JSON = Mapping[str, Any]
 #: The label the Job controller puts on a Job's pods (Kubernetes 1.20; later also
 #: batch.kubernetes.io/controller-uid).
 JOB_CONTROLLER_UID = "controller-uid"
@@ -45,12 +44,12 @@ def run_selector(
     return ",".join(terms)
 
 
-def client_index(pod: JSON) -> str:
+def client_index(pod: JSONView) -> str:
     """Which client of its step a pod is (its tidbbench.io/client label; "0" when unset)."""
     return str((pod["metadata"].get("labels") or {}).get(LABEL_CLIENT, "0"))
 
 
-def job_finished(job: JSON) -> bool:
+def job_finished(job: JSONView) -> bool:
     """True once the Job succeeded or failed (by its counts or its conditions)."""
     s = job.get("status") or {}
     if s.get("succeeded") or s.get("failed"):
@@ -61,7 +60,7 @@ def job_finished(job: JSON) -> bool:
     )
 
 
-def unschedulable_reason(pods: Sequence[JSON]) -> str:
+def unschedulable_reason(pods: Sequence[JSONView]) -> str:
     """The scheduler's reason for the first pod it cannot place, or ''."""
     for pod in pods:
         if (pod.get("status") or {}).get("phase") != "Pending" or pod["spec"].get("nodeName"):
@@ -72,7 +71,7 @@ def unschedulable_reason(pods: Sequence[JSON]) -> str:
     return ""
 
 
-def pods_of(job: JSON, pods: Sequence[JSON]) -> list[JSON]:
+def pods_of(job: JSONView, pods: Sequence[JSONView]) -> list[JSONView]:
     """The pods the Job controller created for `job`."""
     uid = job["metadata"]["uid"]
     return [p for p in pods if (p["metadata"].get("labels") or {}).get(JOB_CONTROLLER_UID) == uid]
@@ -86,7 +85,7 @@ class Termination:
     exit_code: int | None
 
 
-def termination_of(job: JSON, pods: Sequence[JSON]) -> Termination | None:
+def termination_of(job: JSONView, pods: Sequence[JSONView]) -> Termination | None:
     """The first non-empty termination message of the Job's pods, or None.
 
     The runner's result comes from here, not from the log: pod status is always readable,
@@ -102,7 +101,7 @@ def termination_of(job: JSON, pods: Sequence[JSON]) -> Termination | None:
 
 
 def runner_report(
-    job: JSON, pods: Sequence[JSON], expected: type[Report]
+    job: JSONView, pods: Sequence[JSONView], expected: type[Report]
 ) -> Report | RunnerFailure | None:
     """The runner's report from the Job's termination message; None when it left none."""
     term = termination_of(job, pods)
@@ -111,7 +110,7 @@ def runner_report(
     return read_report(term.message, expected, exit_code=term.exit_code)
 
 
-def job_failure_text(job: JSON, pods: Sequence[JSON]) -> str:
+def job_failure_text(job: JSONView, pods: Sequence[JSONView]) -> str:
     """Why a Job failed when its runner left no result: the Job's condition or the exit code."""
     for c in (job.get("status") or {}).get("conditions") or []:
         if c.get("type") == "Failed" and c.get("status") == "True":
@@ -124,7 +123,7 @@ def job_failure_text(job: JSON, pods: Sequence[JSON]) -> str:
     return "the Job failed without a result"
 
 
-def start_at_of(jobs: Sequence[JSON]) -> datetime | None:
+def start_at_of(jobs: Sequence[JSONView]) -> datetime | None:
     """The agreed start time in the runner args of already created step Jobs, if any."""
     for job in jobs:
         for c in job["spec"]["template"]["spec"]["containers"]:
@@ -134,7 +133,7 @@ def start_at_of(jobs: Sequence[JSON]) -> datetime | None:
     return None
 
 
-def node_names(pods: Sequence[JSON]) -> list[str]:
+def node_names(pods: Sequence[JSONView]) -> list[str]:
     """The nodes the pods were bound to, sorted, without repeats."""
     return sorted({str(p["spec"]["nodeName"]) for p in pods if p["spec"].get("nodeName")})
 
@@ -147,7 +146,7 @@ HOPELESS_WAITING = ("ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
 PULL_GRACE_SECONDS = 30.0
 
 
-def start_failure(pods: Sequence[JSON], now: datetime) -> str:
+def start_failure(pods: Sequence[JSONView], now: datetime) -> str:
     """Why a pod's container can never start (image pull, container config), or ''."""
     for pod in pods:
         created = _time((pod.get("metadata") or {}).get("creationTimestamp"))
@@ -173,7 +172,7 @@ def _time(text: object) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def loss_cause(job: JSON, pods: Sequence[JSON]) -> str:
+def loss_cause(job: JSONView, pods: Sequence[JSONView]) -> str:
     """Why a Job's runner ended without a result: OOM-killed, evicted, node lost, deleted...
 
     Read from the pod (its status reason and the container's termination reason), else the
@@ -213,7 +212,7 @@ def loss_cause(job: JSON, pods: Sequence[JSON]) -> str:
     return f"Job {name} ended without a result"
 
 
-def was_killed(job: JSON, pods: Sequence[JSON]) -> bool:
+def was_killed(job: JSONView, pods: Sequence[JSONView]) -> bool:
     """True when the Job's pod was killed from outside (evicted, OOM, node lost, a signal).
 
     Its termination message may then be a log tail (FallbackToLogsOnError), not a result.
@@ -229,7 +228,7 @@ def was_killed(job: JSON, pods: Sequence[JSON]) -> bool:
     return False
 
 
-def _memory_limit(pod: JSON, container: str) -> str:
+def _memory_limit(pod: JSONView, container: str) -> str:
     for c in pod["spec"].get("containers") or []:
         if c.get("name") == container:
             return str(((c.get("resources") or {}).get("limits") or {}).get("memory", "none"))

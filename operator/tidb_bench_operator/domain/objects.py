@@ -5,6 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+#: A Kubernetes object or API body as the client returns it (camelCase keys), ours to change.
+JSON = dict[str, Any]
+#: The same, only read (a parameter that accepts any mapping).
+JSONView = Mapping[str, Any]
+
 
 def get_path(obj: Mapping[str, Any] | None, *path: str) -> Any:
     """The value at `path` in nested mappings, or None where any step is missing."""

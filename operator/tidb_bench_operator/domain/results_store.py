@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tidb_bench_operator.domain.objects import JSON
 from tidb_bench_operator.errors import StoreError
 
 #: The layout's version, in the index's `format` key.
@@ -42,8 +43,6 @@ DEFAULT_BUDGET = 1000 * 1000
 MAX_STEP_POINTS = 14_400
 #: ... and at least this many points per client, however many clients there are.
 MIN_CLIENT_POINTS = 60
-
-JSON = dict[str, Any]
 
 
 def split(text: str, budget: int) -> list[str]:

@@ -26,7 +26,7 @@ from tidb_bench_operator.domain.api.models import (
     PreflightCheck,
     PreflightStatus,
     StepStatus,
-    Summary,
+    SweepSummary,
     WorkloadSummary,
 )
 from tidb_bench_operator.domain.api.results import Latency
@@ -371,7 +371,7 @@ def full_run_status() -> BenchmarkRunStatus:
                 job_names=["run-s0-c0"],
             )
         ],
-        summary=Summary(
+        summary=SweepSummary(
             workload="oltp_point_select",
             per_workload=[WorkloadSummary(workload="oltp_point_select", **verdict)],
             **verdict,

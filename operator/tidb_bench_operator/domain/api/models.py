@@ -30,7 +30,7 @@ from tidb_bench_operator.domain.api.guard import Disturbance, Guard, GuardLook
 from tidb_bench_operator.domain.api.results import Latency, StepResult
 from tidb_bench_operator.domain.api.verdicts import (
     NOISY_CV_PERCENT,
-    RunVerdict,
+    RunComparison,
     StepChangePoint,
     TrialSummary,
 )
@@ -787,7 +787,7 @@ class StepStatus(_Status):
         return StepResult.model_validate(data)
 
 
-class Verdict(_Status):
+class SweepNumbers(_Status):
     """A sweep's verdict: the numbers every summary has (run, workload, analysis)."""
 
     peak_qps: float | None = Field(default=None, description="Highest QPS of any valid step.")
@@ -810,13 +810,13 @@ class Verdict(_Status):
     headline: str | None = Field(default=None, description="One-sentence verdict for people.")
 
 
-class WorkloadSummary(Verdict):
+class WorkloadSummary(SweepNumbers):
     """The sweep's verdict for one workload."""
 
     workload: Workload = Field(description="sysbench test the numbers are for.")
 
 
-class Summary(Verdict):
+class SweepSummary(SweepNumbers):
     """The sweep's verdict; the top-level numbers are for the first workload in spec.workloads."""
 
     workload: Workload | None = Field(
@@ -909,7 +909,7 @@ class BenchmarkRunStatus(_Status):
     steps: list[StepStatus] = Field(
         default_factory=list, description="One entry per (workload, threads), in run order."
     )
-    summary: Summary | None = Field(default=None, description="The sweep's verdict.")
+    summary: SweepSummary | None = Field(default=None, description="The sweep's verdict.")
     environment: Environment | None = Field(default=None, description="What was measured.")
     invalid_steps: int | None = Field(
         default=None,
@@ -932,7 +932,7 @@ class BenchmarkRunStatus(_Status):
         description="What the run measured against: images and digests, replicas, server "
         "variables and configuration, sysbench version, the spec.",
     )
-    regression: RunVerdict | None = Field(
+    regression: RunComparison | None = Field(
         default=None,
         description="The schedule's verdict on this run against its baseline runs, per step.",
     )

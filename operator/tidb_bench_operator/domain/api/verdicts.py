@@ -74,7 +74,7 @@ class StepVerdict(_Camel):
     reason: str = Field(description="Why this verdict, in one sentence.")
 
 
-class RunVerdict(_Camel):
+class RunComparison(_Camel):
     """A run against its baseline, step by step, and one verdict for the whole run."""
 
     verdict: Verdict = Field(

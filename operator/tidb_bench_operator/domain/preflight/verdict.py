@@ -56,7 +56,7 @@ class CheckResult(_Camel):
     )
 
 
-class GateVerdict(_Camel):
+class GateDecision(_Camel):
     """The preflight gate: may the run proceed, and what the checks said overall."""
 
     policy: Policy = Field(description="spec.preflight.policy that was applied.")
@@ -80,13 +80,13 @@ def worst_status(statuses: Iterable[CheckStatus]) -> CheckStatus:
 # The gate
 
 
-def evaluate(checks: Sequence[CheckResult], policy: Policy) -> GateVerdict:
+def evaluate(checks: Sequence[CheckResult], policy: Policy) -> GateDecision:
     """Combine check results under spec.preflight.policy: Enforce blocks on Fail, Warn records."""
     failed = [c.name for c in checks if c.status == "Fail"]
     warned = [c.name for c in checks if c.status == "Warn"]
     status = worst_status(c.status for c in checks)
     if policy == "Off":
-        return GateVerdict(
+        return GateDecision(
             policy=policy, status=status, proceed=True, message="preflight is off; not checked"
         )
     proceed = not (policy == "Enforce" and failed)
@@ -97,7 +97,7 @@ def evaluate(checks: Sequence[CheckResult], policy: Policy) -> GateVerdict:
         message = f"preflight passed with warnings: {', '.join(warned)}"
     else:
         message = f"preflight passed ({len(checks)} checks)"
-    return GateVerdict(
+    return GateDecision(
         policy=policy,
         status=status,
         proceed=proceed,

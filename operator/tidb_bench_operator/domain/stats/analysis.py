@@ -20,7 +20,7 @@ KNEE_MIN_QPS_GAIN = 0.05
 KNEE_MIN_LATENCY_GROWTH = 1.5
 
 
-class WorkloadVerdict(models.WorkloadSummary):
+class WorkloadAnalysis(models.WorkloadSummary):
     """A workload's verdict as computed, with what status does not keep."""
 
     percentile: int = Field(description="Which latency percentile the steps report (e.g. 95).")
@@ -29,11 +29,11 @@ class WorkloadVerdict(models.WorkloadSummary):
     )
 
 
-class Summary(models.Verdict):
+class SweepAnalysis(models.SweepNumbers):
     """The verdict over all workloads: overall fields from the peak workload, and each one's."""
 
     peak_workload: str | None = Field(default=None, description="Workload of the peak step.")
-    workloads: list[WorkloadVerdict] = Field(
+    workloads: list[WorkloadAnalysis] = Field(
         default_factory=list, description="Per-workload verdicts, in first-seen order."
     )
 
@@ -69,7 +69,7 @@ def _find_knee(steps: Sequence[StepResult]) -> StepResult | None:
 
 def _summarise_workload(
     workload: str, steps: Sequence[StepResult], slo_latency_ms: float | None
-) -> WorkloadVerdict:
+) -> WorkloadAnalysis:
     ordered = sorted(steps, key=lambda s: s.threads)
     # Ties go to fewer threads: the same QPS for less concurrency is the better point.
     peak = max(ordered, key=lambda s: (s.qps, -s.threads))
@@ -103,7 +103,7 @@ def _summarise_workload(
     else:
         parts.append(f"recommended {recommended.threads} under {label} < {_ms(slo_latency_ms)} ms")
 
-    return WorkloadVerdict(
+    return WorkloadAnalysis(
         workload=workload,
         percentile=percentile,
         peak_qps=peak.qps,
@@ -117,7 +117,7 @@ def _summarise_workload(
     )
 
 
-def compute_summary(steps: Sequence[StepResult], slo_latency_ms: float | None) -> Summary:
+def compute_summary(steps: Sequence[StepResult], slo_latency_ms: float | None) -> SweepAnalysis:
     """Summarise finished steps: per workload, plus overall fields from the peak workload.
 
     recommended = highest QPS whose percentile latency is strictly below the SLO;
@@ -127,13 +127,13 @@ def compute_summary(steps: Sequence[StepResult], slo_latency_ms: float | None) -
     for step in steps:
         by_workload.setdefault(step.workload, []).append(step)
     if not by_workload:
-        return Summary(headline="no finished steps")
+        return SweepAnalysis(headline="no finished steps")
     summaries = [
         _summarise_workload(name, group, slo_latency_ms) for name, group in by_workload.items()
     ]
     top = max(summaries, key=lambda w: w.peak_qps or 0.0)
-    return Summary(
-        **top.model_dump(include=set(models.Verdict.model_fields) - {"headline"}),
+    return SweepAnalysis(
+        **top.model_dump(include=set(models.SweepNumbers.model_fields) - {"headline"}),
         peak_workload=top.workload,
         headline=" | ".join(w.headline or "" for w in summaries),
         workloads=summaries,
@@ -142,7 +142,7 @@ def compute_summary(steps: Sequence[StepResult], slo_latency_ms: float | None) -
 
 def compute_status_summary(
     results: Sequence[StepResult], workloads: Sequence[str], slo_latency_ms: float | None
-) -> models.Summary | None:
+) -> models.SweepSummary | None:
     """status.summary: the verdict per workload; top-level numbers for the first workload.
 
     The top level follows spec.workloads[0] because that is what the Workload printer column
@@ -159,7 +159,7 @@ def compute_status_summary(
         for w in verdict.workloads
     ]
     first = next((p for p in per if workloads and p.workload == workloads[0]), per[0])
-    return models.Summary(
+    return models.SweepSummary(
         **first.model_dump(exclude={"headline"}),
         headline=verdict.headline,
         per_workload=per,

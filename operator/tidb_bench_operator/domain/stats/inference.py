@@ -19,7 +19,7 @@ from scipy import stats as sps
 from tidb_bench_operator.domain.api.verdicts import (
     NOISY_CV_PERCENT,
     ChangePoint,
-    RunVerdict,
+    RunComparison,
     StepVerdict,
     TrialSummary,
     Verdict,
@@ -122,7 +122,7 @@ def compare_runs(
     min_effect_percent: float,
     alpha: float = ALPHA,
     excluded_invalid: int = 0,
-) -> RunVerdict:
+) -> RunComparison:
     """Verdicts for every step of `current` against the pooled trials of the `baseline` runs.
 
     Per step: a two-sided Mann–Whitney U test, Benjamini–Hochberg over the steps that can
@@ -163,7 +163,7 @@ def compare_runs(
         for key in keys
     ]
     verdict = _run_verdict([s.verdict for s in steps])
-    return RunVerdict(
+    return RunComparison(
         verdict=verdict,
         min_effect_percent=min_effect_percent,
         alpha=alpha,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from tidb_bench_operator.domain.api.verdicts import RunVerdict, StepChangePoint
+from tidb_bench_operator.domain.api.verdicts import RunComparison, StepChangePoint
 from tidb_bench_operator.domain.stats.inference import MIN_SEGMENT, StepKey, find_change_points
 
 #: Fewest runs of a step before change points are looked for (a segment on each side).
@@ -62,7 +62,7 @@ def describe_change_point(point: StepChangePoint) -> str:
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 
-def regression_condition(verdict: RunVerdict) -> tuple[ConditionStatus, str, str, str]:
+def regression_condition(verdict: RunComparison) -> tuple[ConditionStatus, str, str, str]:
     """(condition status, reason, Event type, Event reason) of the `Regressed` condition."""
     if verdict.verdict == "Regressed":
         return "True", "QpsDrop", "Warning", "Regressed"

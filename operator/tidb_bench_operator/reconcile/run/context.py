@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
 from tidb_bench_operator.domain.api.models import (
     BenchmarkRunSpec,
@@ -23,12 +23,11 @@ from tidb_bench_operator.domain.fingerprint import Fingerprint
 from tidb_bench_operator.domain.guard import PdLook
 from tidb_bench_operator.domain.jobs import run_selector
 from tidb_bench_operator.domain.manifests import Endpoint, RunRef, build_event
+from tidb_bench_operator.domain.objects import JSON
 from tidb_bench_operator.domain.queue import ADMITTED, Turn
 from tidb_bench_operator.domain.results_store import DEFAULT_BUDGET
 from tidb_bench_operator.domain.status import ConditionStatus, set_condition
 from tidb_bench_operator.reconcile.run.gate import PreflightOutcome
-
-JSON = dict[str, Any]
 
 #: The preflight gate as the run reconciler calls it (reconcile.gate.run_preflight, wired).
 PreflightFn = Callable[[BenchmarkRunSpec, str, Endpoint], PreflightOutcome]

@@ -18,6 +18,7 @@ from tidb_bench_operator.domain.cluster.view import (
     labels_of,
 )
 from tidb_bench_operator.domain.manifests import Endpoint, compute_endpoint
+from tidb_bench_operator.domain.objects import JSON
 from tidb_bench_operator.domain.pd import STATE_UP, Store
 from tidb_bench_operator.domain.preflight import (
     BENCH_NODE_ISOLATION,
@@ -29,7 +30,7 @@ from tidb_bench_operator.domain.preflight import (
     TABLE_LEADER_DISTRIBUTION,
     TOPOLOGY_SPREAD,
     CheckResult,
-    GateVerdict,
+    GateDecision,
     check_bench_node_isolation,
     check_leader_size_balance,
     check_pending_operators,
@@ -55,7 +56,6 @@ from tidb_bench_operator.errors import (
 
 log = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 DBFactory = mysql.Connector
 """Opens a MySQL-protocol connection (adapters.mysql.connector); it owns the timeouts."""
 
@@ -85,7 +85,7 @@ class PreflightOutcome:
     """What the gate saw and decided."""
 
     checks: list[CheckResult]
-    verdict: GateVerdict
+    verdict: GateDecision
     tidb_version: str | None = None
     server_version: str | None = None
 

@@ -26,9 +26,10 @@ from tidb_bench_operator.domain.guard import (
     rollout_signals,
     summary,
 )
+from tidb_bench_operator.domain.objects import JSON
 from tidb_bench_operator.domain.preflight.placement import eligible_bench_nodes
 from tidb_bench_operator.errors import TidbBenchError
-from tidb_bench_operator.reconcile.run.context import JSON, RunContext
+from tidb_bench_operator.reconcile.run.context import RunContext
 
 #: Events per step attempt about disturbances; later ones are only in status.
 MAX_EVENTS_PER_STEP = 5

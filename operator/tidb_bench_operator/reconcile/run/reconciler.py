@@ -36,13 +36,13 @@ from tidb_bench_operator.domain.api.models import (
 )
 from tidb_bench_operator.domain.jobs import run_selector
 from tidb_bench_operator.domain.manifests import RunRef, endpoint_of
+from tidb_bench_operator.domain.objects import JSON
 from tidb_bench_operator.domain.queue import ADMITTED, Turn
 from tidb_bench_operator.domain.results_store import DEFAULT_BUDGET
 from tidb_bench_operator.domain.status import parse_time, set_condition, status_patch, utc_now
 from tidb_bench_operator.errors import SpecError
 from tidb_bench_operator.reconcile.run import admission, dataset, finish, preflight, steps
 from tidb_bench_operator.reconcile.run.context import (
-    JSON,
     Deps,
     PdLookFn,
     PreflightFn,

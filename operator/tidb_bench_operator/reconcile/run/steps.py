@@ -49,6 +49,7 @@ from tidb_bench_operator.domain.manifests import (
     object_name,
     step_job_name,
 )
+from tidb_bench_operator.domain.objects import JSON
 from tidb_bench_operator.domain.results_store import (
     StepSeries,
     index_parts,
@@ -58,7 +59,7 @@ from tidb_bench_operator.domain.results_store import (
 from tidb_bench_operator.domain.stats.trials import with_trial
 from tidb_bench_operator.domain.status import condition_reason
 from tidb_bench_operator.reconcile.run import guard
-from tidb_bench_operator.reconcile.run.context import JSON, RunContext
+from tidb_bench_operator.reconcile.run.context import RunContext
 
 #: A step's Jobs may run this long beyond the start lead, warm-up and duration.
 STEP_DEADLINE_SLACK_SECONDS = 300

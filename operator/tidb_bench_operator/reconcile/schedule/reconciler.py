@@ -22,7 +22,6 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from tidb_bench_operator.adapters.k8s import JSON
 from tidb_bench_operator.domain.api.models import (
     BenchmarkRunStatus,
     BenchmarkScheduleSpec,
@@ -33,7 +32,7 @@ from tidb_bench_operator.domain.api.models import (
     is_terminal,
     parse_schedule_spec,
 )
-from tidb_bench_operator.domain.api.verdicts import RunVerdict
+from tidb_bench_operator.domain.api.verdicts import RunComparison
 from tidb_bench_operator.domain.fingerprint import describe_diff, diff_fingerprints
 from tidb_bench_operator.domain.manifests import (
     ANNOTATION_SCHEDULED_AT,
@@ -43,6 +42,7 @@ from tidb_bench_operator.domain.manifests import (
     build_scheduled_run,
     label_value,
 )
+from tidb_bench_operator.domain.objects import JSON
 from tidb_bench_operator.domain.schedule import (
     ActiveRun,
     ScheduleDecision,
@@ -267,7 +267,7 @@ class ScheduleReconciler:
         ctx: _Ctx,
         run: JSON,
         condition: Condition,
-        verdict: RunVerdict,
+        verdict: RunComparison,
         diff: list[str] | None,
     ) -> None:
         """Put the verdict on the run itself, so `kubectl describe benchmarkrun` shows it."""
