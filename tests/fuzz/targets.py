@@ -79,7 +79,7 @@ def fuzz_documents(data: bytes) -> None:
     except (TidbBenchError, ValidationError):
         pass  # cmd_report turns a ValidationError into a TidbBenchError
     try:
-        from tidb_bench_operator.domain.api.models import parse_run_spec
+        from tidb_bench_operator.domain.api.resources import parse_run_spec
 
         parse_run_spec(load_spec_text(text))
     except TidbBenchError:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tidb_bench_operator.domain.api.models import parse_run_spec
+from tidb_bench_operator.domain.api.resources import parse_run_spec
 from tidb_bench_operator.domain.manifests import (
     RUNNER_SERVICE_ACCOUNT,
     RunRef,

@@ -13,7 +13,7 @@ import pytest
 
 from testbed.fake_pd import FakePD
 from tidb_bench_operator.adapters.pd import HTTPPDClient
-from tidb_bench_operator.domain.api.models import BenchmarkRunSpec
+from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 from tidb_bench_operator.domain.preflight import CHECK_NAMES, CheckResult
 from tidb_bench_operator.errors import DatabaseError
 from tidb_bench_operator.reconcile.run.gate import (

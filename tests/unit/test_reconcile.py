@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from testbed.fake_kube import FakeClock, FakeKube
-from tidb_bench_operator.domain.api.models import BenchmarkRunSpec
 from tidb_bench_operator.domain.api.results import Latency, StepResult
+from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 from tidb_bench_operator.domain.api.runner_message import SERIES_MARKER
 from tidb_bench_operator.domain.fingerprint import Fingerprint, server_fingerprint
 from tidb_bench_operator.domain.manifests import Endpoint

@@ -21,7 +21,7 @@ import pytest
 
 from tidb_bench_operator.cli import build_parser
 from tidb_bench_operator.config import Credentials, credentials_from_env
-from tidb_bench_operator.domain.api.models import parse_run_spec
+from tidb_bench_operator.domain.api.resources import parse_run_spec
 from tidb_bench_operator.domain.api.runner_message import (
     MAX_TERMINATION_MESSAGE,
     RunnerFailure,

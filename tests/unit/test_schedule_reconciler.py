@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tidb_bench_operator.domain.api.models import parse_schedule_spec
+from tidb_bench_operator.domain.api.resources import parse_schedule_spec
 from tidb_bench_operator.domain.schedule import next_fire_time
 from tidb_bench_operator.reconcile.schedule.reconciler import ScheduleReconciler
 

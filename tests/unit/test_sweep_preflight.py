@@ -16,7 +16,8 @@ import pytest
 from testbed.fake_pd import API, FakePD, field_note_stores
 from tidb_bench_operator.cli.run import local_preflight
 from tidb_bench_operator.config import Credentials
-from tidb_bench_operator.domain.api.models import BenchmarkRunSpec, parse_run_spec
+from tidb_bench_operator.domain.api.resources import parse_run_spec
+from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 from tidb_bench_operator.errors import TidbBenchError
 
 PENDING_OPERATOR = (

@@ -15,7 +15,8 @@ import yaml
 
 from testbed.fake_kube import FakeClock, FakeKube
 from tidb_bench_operator.adapters.pd import choose_pd_pod, make_pd_client
-from tidb_bench_operator.domain.api.models import BenchmarkRunSpec, parse_run_spec
+from tidb_bench_operator.domain.api.resources import parse_run_spec
+from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 from tidb_bench_operator.domain.manifests import Endpoint, RunRef, build_affinity, compute_endpoint
 from tidb_bench_operator.domain.preflight import evaluate
 from tidb_bench_operator.domain.queue import queue_key

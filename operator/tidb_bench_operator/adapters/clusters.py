@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from tidb_bench_operator.domain.api.models import ClusterRef
+from tidb_bench_operator.domain.api.run_spec import ClusterRef
 from tidb_bench_operator.domain.cluster.readers import read_tidb_cluster, read_v2_cluster
 from tidb_bench_operator.domain.cluster.view import (
     V1_KIND,

@@ -12,7 +12,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
-from tidb_bench_operator.domain.api.models import GROUP, VERSION
+from tidb_bench_operator.domain.api.common import GROUP, VERSION
 from tidb_bench_operator.domain.cluster.view import API_VERSION as V2_API_VERSION
 from tidb_bench_operator.domain.cluster.view import V2_API_GROUP, V2_GROUP_PLURALS
 from tidb_bench_operator.domain.manifests import LABEL_ROLE, LABEL_RUN, label_value

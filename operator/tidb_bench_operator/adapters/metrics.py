@@ -22,7 +22,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
-from tidb_bench_operator.domain.api.models import BenchmarkScheduleSpec, is_terminal
+from tidb_bench_operator.domain.api.common import is_terminal
+from tidb_bench_operator.domain.api.schedule import BenchmarkScheduleSpec
 from tidb_bench_operator.domain.manifests import LABEL_SCHEDULE, owner_name
 from tidb_bench_operator.domain.schedule import period_seconds
 from tidb_bench_operator.errors import TidbBenchError

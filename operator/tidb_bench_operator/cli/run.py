@@ -12,13 +12,10 @@ from tidb_bench_operator.adapters import mysql
 from tidb_bench_operator.adapters.documents import load_yaml
 from tidb_bench_operator.adapters.pd import HTTPPDClient
 from tidb_bench_operator.config import Credentials
-from tidb_bench_operator.domain.api.models import (
-    BenchmarkRunSpec,
-    StepStatus,
-    Trial,
-    parse_run_spec,
-)
+from tidb_bench_operator.domain.api.resources import parse_run_spec
 from tidb_bench_operator.domain.api.results import StepResult
+from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
+from tidb_bench_operator.domain.api.run_status import StepStatus, Trial
 from tidb_bench_operator.domain.api.runner_message import StepReport, combine_clients
 from tidb_bench_operator.domain.preflight import (
     BENCH_NODE_ISOLATION,

@@ -38,7 +38,7 @@ from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from tidb_bench_operator.domain import queue
-from tidb_bench_operator.domain.api.models import ACTIVE_PHASES, RunPhase, is_terminal
+from tidb_bench_operator.domain.api.common import ACTIVE_PHASES, RunPhase, is_terminal
 from tidb_bench_operator.domain.jobs import run_selector
 from tidb_bench_operator.domain.manifests import LABEL_SCHEDULE, RunRef, label_value
 from tidb_bench_operator.domain.objects import JSON

@@ -28,7 +28,7 @@ from tidb_bench_operator.controller.wiring import (
     build_schedule_reconciler,
     wait_for_crds,
 )
-from tidb_bench_operator.domain.api.models import GROUP, VERSION
+from tidb_bench_operator.domain.api.common import GROUP, VERSION
 from tidb_bench_operator.domain.queue import QueueEntry, queue_entry
 from tidb_bench_operator.errors import CrdsNotServed
 

@@ -17,7 +17,8 @@ from tidb_bench_operator.adapters.pd import (
 )
 from tidb_bench_operator.adapters.tls import context_from_secret
 from tidb_bench_operator.config import Settings
-from tidb_bench_operator.domain.api.models import GROUP, VERSION, BenchmarkRunSpec
+from tidb_bench_operator.domain.api.common import GROUP, VERSION
+from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 from tidb_bench_operator.domain.fingerprint import (
     PERFORMANCE_VARIABLES,
     Fingerprint,

@@ -12,17 +12,11 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import core_schema
 
-from tidb_bench_operator.domain.api.models import (
-    GROUP,
-    VERSION,
-    BenchmarkRun,
-    BenchmarkRunSpec,
-    BenchmarkRunStatus,
-    BenchmarkSchedule,
-    BenchmarkScheduleSpec,
-    BenchmarkScheduleStatus,
-    SweepSummary,
-)
+from tidb_bench_operator.domain.api.common import GROUP, VERSION
+from tidb_bench_operator.domain.api.resources import BenchmarkRun, BenchmarkSchedule
+from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
+from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus, SweepSummary
+from tidb_bench_operator.domain.api.schedule import BenchmarkScheduleSpec, BenchmarkScheduleStatus
 
 KINDS = ("BenchmarkRun", "BenchmarkSchedule")
 FILES = {"BenchmarkRun": "benchmarkrun.yaml", "BenchmarkSchedule": "benchmarkschedule.yaml"}

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tidb_bench_operator.domain.api.models import API_VERSION, BenchmarkRunSpec, ResolvedEndpoint
+from tidb_bench_operator.domain.api.common import API_VERSION
+from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
+from tidb_bench_operator.domain.api.run_status import ResolvedEndpoint
 from tidb_bench_operator.domain.cluster.tls import mount_mysql_tls, tls_runner_args
 from tidb_bench_operator.domain.cluster.view import V1_KIND, ClusterView, anti_affinity_selector
 

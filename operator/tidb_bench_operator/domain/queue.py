@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from tidb_bench_operator.domain.api.models import ACTIVE_PHASES, RunPhase, parse_run_spec
+from tidb_bench_operator.domain.api.common import ACTIVE_PHASES, RunPhase
+from tidb_bench_operator.domain.api.resources import parse_run_spec
 from tidb_bench_operator.domain.manifests import compute_endpoint
 from tidb_bench_operator.domain.status import parse_time
 from tidb_bench_operator.errors import SpecError

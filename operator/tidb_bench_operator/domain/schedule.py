@@ -28,12 +28,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cronsim import CronSim, CronSimError
 from pydantic import BaseModel, ConfigDict, Field
 
-from tidb_bench_operator.domain.api.models import (
-    TERMINAL_PHASES,
-    BenchmarkRunStatus,
-    BenchmarkScheduleSpec,
-    HistoryEntry,
-)
+from tidb_bench_operator.domain.api.common import TERMINAL_PHASES
+from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus
+from tidb_bench_operator.domain.api.schedule import BenchmarkScheduleSpec, HistoryEntry
 from tidb_bench_operator.errors import SpecError
 
 #: Macros accepted by the spec (models._CRON_MACROS), spelled out; cronsim has no macros.

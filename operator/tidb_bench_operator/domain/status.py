@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from tidb_bench_operator.domain.api.models import Condition
+from tidb_bench_operator.domain.api.run_status import Condition
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 #: Conditions' messages are cut here: enough for any message we write, bounded for etcd.

@@ -11,7 +11,7 @@ import yaml
 
 from testbed.fake_kube import FakeKube
 from tidb_bench_operator.adapters.clusters import read_cluster
-from tidb_bench_operator.domain.api.models import ClusterRef
+from tidb_bench_operator.domain.api.run_spec import ClusterRef
 from tidb_bench_operator.errors import KubeForbidden, SpecError
 
 V2 = Path(__file__).resolve().parents[2] / "data" / "vendor" / "tidb-operator-v2.0.1"

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from tidb_bench_operator.domain.api.models import BenchmarkRunStatus, parse_run_spec
+from tidb_bench_operator.domain.api.resources import parse_run_spec
+from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus
 from tidb_bench_operator.errors import SpecError
 
 

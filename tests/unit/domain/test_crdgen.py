@@ -15,21 +15,23 @@ import yaml
 from pydantic import BaseModel
 
 from tidb_bench_operator.domain import crdgen
-from tidb_bench_operator.domain.api.models import (
-    BenchmarkRunSpec,
+from tidb_bench_operator.domain.api.results import Latency
+from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
+from tidb_bench_operator.domain.api.run_status import (
     BenchmarkRunStatus,
-    BenchmarkScheduleSpec,
-    BenchmarkScheduleStatus,
     Condition,
     Environment,
-    HistoryEntry,
     PreflightCheck,
     PreflightStatus,
     StepStatus,
     SweepSummary,
     WorkloadSummary,
 )
-from tidb_bench_operator.domain.api.results import Latency
+from tidb_bench_operator.domain.api.schedule import (
+    BenchmarkScheduleSpec,
+    BenchmarkScheduleStatus,
+    HistoryEntry,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 MODELS: dict[str, tuple[type[BaseModel], type[BaseModel]]] = {

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tidb_bench_operator.domain.api.models import BenchmarkRunSpec, parse_run_spec
+from tidb_bench_operator.domain.api.resources import parse_run_spec
+from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 from tidb_bench_operator.domain.manifests import (
     PASSWORD_ENV,
     USER_ENV,

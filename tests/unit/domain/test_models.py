@@ -8,16 +8,15 @@ from typing import Any
 import pytest
 import yaml
 
-from tidb_bench_operator.domain.api.models import (
-    API_VERSION,
+from tidb_bench_operator.domain.api.common import API_VERSION
+from tidb_bench_operator.domain.api.resources import (
     BenchmarkRun,
-    BenchmarkRunSpec,
-    BenchmarkRunStatus,
-    StepStatus,
     parse_run_spec,
     parse_schedule_spec,
 )
 from tidb_bench_operator.domain.api.results import Latency, StepResult
+from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
+from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus, StepStatus
 from tidb_bench_operator.errors import SpecError
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tidb_bench_operator.domain.api.models import (
-    BenchmarkRunStatus,
-    BenchmarkScheduleStatus,
-    parse_run_spec,
-    parse_schedule_spec,
-)
+from tidb_bench_operator.domain.api.resources import parse_run_spec, parse_schedule_spec
+from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus
+from tidb_bench_operator.domain.api.schedule import BenchmarkScheduleStatus
 from tidb_bench_operator.domain.fingerprint import Fingerprint
 from tidb_bench_operator.domain.stats.inference import compare_runs, summarize_trials
 from tidb_bench_operator.domain.stats.trend import history_change_points

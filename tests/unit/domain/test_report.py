@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tidb_bench_operator.domain.api.models import BenchmarkRunStatus
+from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus
 from tidb_bench_operator.domain.report.chart import render_svg
 from tidb_bench_operator.domain.report.html import markdown_to_html, render_html
 from tidb_bench_operator.domain.report.markdown import render_markdown

@@ -6,8 +6,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from tidb_bench_operator.domain.api.models import BenchmarkRunStatus, StepStatus, Trial
 from tidb_bench_operator.domain.api.results import StepResult
+from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus, StepStatus, Trial
 from tidb_bench_operator.domain.report.chart import render_svg
 from tidb_bench_operator.domain.report.markdown import render_markdown
 from tidb_bench_operator.domain.report.trend import (

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from tidb_bench_operator.domain.api.models import BenchmarkRunSpec, StepStatus
+from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
+from tidb_bench_operator.domain.api.run_status import StepStatus
 from tidb_bench_operator.domain.manifests import RunRef, build_results_configmap
 from tidb_bench_operator.domain.results_store import (
     CONFIGMAP_LIMIT,

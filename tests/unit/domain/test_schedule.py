@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tidb_bench_operator.domain.api.models import BenchmarkScheduleSpec, HistoryEntry
+from tidb_bench_operator.domain.api.schedule import BenchmarkScheduleSpec, HistoryEntry
 from tidb_bench_operator.domain.schedule import (
     ActiveRun,
     ScheduleState,

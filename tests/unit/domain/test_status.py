@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from tidb_bench_operator.domain.api.models import BenchmarkRunStatus, Condition, RunPhase
+from tidb_bench_operator.domain.api.common import RunPhase
+from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus, Condition
 from tidb_bench_operator.domain.status import (
     MAX_CONDITION_MESSAGE,
     condition_reason,

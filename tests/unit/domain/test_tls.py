@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tidb_bench_operator.domain.api.models import parse_run_spec
+from tidb_bench_operator.domain.api.resources import parse_run_spec
 from tidb_bench_operator.domain.cluster.readers import read_tidb_cluster, read_v2_cluster
 from tidb_bench_operator.domain.cluster.tls import (
     MYSQL_TLS_DIR,

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tidb_bench_operator.domain.api.models import BenchmarkRunSpec, TlsSide
+from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec, TlsSide
 from tidb_bench_operator.domain.cluster.view import ClusterView
 from tidb_bench_operator.errors import SpecError
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
-from tidb_bench_operator.domain.api.models import StepStatus
+from tidb_bench_operator.domain.api.run_status import StepStatus
 from tidb_bench_operator.domain.report import svg
 from tidb_bench_operator.domain.report.markdown import (
     Context,

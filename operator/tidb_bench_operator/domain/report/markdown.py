@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tidb_bench_operator.domain.api.models import BenchmarkRunStatus, StepStatus
 from tidb_bench_operator.domain.api.results import StepResult
+from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus, StepStatus
 
 # spec[k1][k2]... or None: a saved spec is read leniently (any version's fields).
 from tidb_bench_operator.domain.objects import get_path

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
-from tidb_bench_operator.domain.api.models import StepStatus
+from tidb_bench_operator.domain.api.run_status import StepStatus
 from tidb_bench_operator.domain.report import svg
 from tidb_bench_operator.domain.report.markdown import (
     _latency,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tidb_bench_operator.domain.api.models import BenchmarkRunStatus, StepStatus
+from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus, StepStatus
 from tidb_bench_operator.domain.api.verdicts import StepVerdict
 from tidb_bench_operator.domain.report import svg
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
-from tidb_bench_operator.domain.api.models import BenchmarkScheduleStatus, HistoryEntry
+from tidb_bench_operator.domain.api.schedule import BenchmarkScheduleStatus, HistoryEntry
 from tidb_bench_operator.domain.api.verdicts import StepChangePoint
 from tidb_bench_operator.domain.report import svg
 from tidb_bench_operator.domain.report.stats import TRIAL_COLOUR, rate

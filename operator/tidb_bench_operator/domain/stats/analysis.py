@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from tidb_bench_operator.domain.api import models
 from tidb_bench_operator.domain.api.results import StepResult
+from tidb_bench_operator.domain.api.run_status import SweepNumbers, SweepSummary, WorkloadSummary
 
 #: A step stops "rising meaningfully" when the next step adds less than this QPS fraction.
 KNEE_MIN_QPS_GAIN = 0.05
@@ -20,7 +20,7 @@ KNEE_MIN_QPS_GAIN = 0.05
 KNEE_MIN_LATENCY_GROWTH = 1.5
 
 
-class WorkloadAnalysis(models.WorkloadSummary):
+class WorkloadAnalysis(WorkloadSummary):
     """A workload's verdict as computed, with what status does not keep."""
 
     percentile: int = Field(description="Which latency percentile the steps report (e.g. 95).")
@@ -29,7 +29,7 @@ class WorkloadAnalysis(models.WorkloadSummary):
     )
 
 
-class SweepAnalysis(models.SweepNumbers):
+class SweepAnalysis(SweepNumbers):
     """The verdict over all workloads: overall fields from the peak workload, and each one's."""
 
     peak_workload: str | None = Field(default=None, description="Workload of the peak step.")
@@ -133,7 +133,7 @@ def compute_summary(steps: Sequence[StepResult], slo_latency_ms: float | None) -
     ]
     top = max(summaries, key=lambda w: w.peak_qps or 0.0)
     return SweepAnalysis(
-        **top.model_dump(include=set(models.SweepNumbers.model_fields) - {"headline"}),
+        **top.model_dump(include=set(SweepNumbers.model_fields) - {"headline"}),
         peak_workload=top.workload,
         headline=" | ".join(w.headline or "" for w in summaries),
         workloads=summaries,
@@ -142,7 +142,7 @@ def compute_summary(steps: Sequence[StepResult], slo_latency_ms: float | None) -
 
 def compute_status_summary(
     results: Sequence[StepResult], workloads: Sequence[str], slo_latency_ms: float | None
-) -> models.SweepSummary | None:
+) -> SweepSummary | None:
     """status.summary: the verdict per workload; top-level numbers for the first workload.
 
     The top level follows spec.workloads[0] because that is what the Workload printer column
@@ -153,13 +153,11 @@ def compute_status_summary(
     verdict = compute_summary(list(results), slo_latency_ms)
     # Status keeps the verdict fields only (not the percentile or the saturation basis).
     per = [
-        models.WorkloadSummary.model_validate(
-            w.model_dump(include=set(models.WorkloadSummary.model_fields))
-        )
+        WorkloadSummary.model_validate(w.model_dump(include=set(WorkloadSummary.model_fields)))
         for w in verdict.workloads
     ]
     first = next((p for p in per if workloads and p.workload == workloads[0]), per[0])
-    return models.SweepSummary(
+    return SweepSummary(
         **first.model_dump(exclude={"headline"}),
         headline=verdict.headline,
         per_workload=per,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import statistics
 
-from tidb_bench_operator.domain.api.models import StepStatus, Trial
+from tidb_bench_operator.domain.api.run_status import StepStatus, Trial
 from tidb_bench_operator.domain.stats.inference import summarize_trials
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tidb_bench_operator.adapters.clusters import read_cluster
-from tidb_bench_operator.domain.api.models import Environment, RunPhase
+from tidb_bench_operator.domain.api.common import RunPhase
+from tidb_bench_operator.domain.api.run_status import Environment
 from tidb_bench_operator.domain.cluster.tls import (
     pd_url_with_tls,
     resolve_tls,

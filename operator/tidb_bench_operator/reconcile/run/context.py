@@ -14,11 +14,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from tidb_bench_operator.domain.api.models import (
-    BenchmarkRunSpec,
-    BenchmarkRunStatus,
-    RunPhase,
-)
+from tidb_bench_operator.domain.api.common import RunPhase
+from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
+from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus
 from tidb_bench_operator.domain.fingerprint import Fingerprint
 from tidb_bench_operator.domain.guard import PdLook
 from tidb_bench_operator.domain.jobs import run_selector

@@ -6,7 +6,8 @@ per action, named after the run, whose runner reports a DatasetReport.
 
 from __future__ import annotations
 
-from tidb_bench_operator.domain.api.models import RunPhase, StepPhase, StepStatus
+from tidb_bench_operator.domain.api.common import RunPhase, StepPhase
+from tidb_bench_operator.domain.api.run_status import StepStatus
 from tidb_bench_operator.domain.api.runner_message import DatasetReport, RunnerFailure
 from tidb_bench_operator.domain.jobs import (
     job_failure_text,

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from tidb_bench_operator.domain.api.models import Environment, RunPhase
+from tidb_bench_operator.domain.api.common import RunPhase
+from tidb_bench_operator.domain.api.run_status import Environment
 from tidb_bench_operator.domain.fingerprint import (
     INSTANCE_LABEL,
     Fingerprint,

@@ -10,7 +10,7 @@ from typing import Any, Protocol, TypeVar
 from tidb_bench_operator.adapters import mysql
 from tidb_bench_operator.adapters.clusters import ClusterObjects, read_cluster
 from tidb_bench_operator.adapters.pd import PDClient
-from tidb_bench_operator.domain.api.models import BenchmarkRunSpec
+from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 from tidb_bench_operator.domain.cluster.view import (
     CLUSTER_KINDS,
     V1_KIND,

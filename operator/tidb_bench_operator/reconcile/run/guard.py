@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from tidb_bench_operator.adapters.clusters import read_cluster
 from tidb_bench_operator.domain.api.guard import Disturbance, GuardLook
-from tidb_bench_operator.domain.api.models import StepStatus
+from tidb_bench_operator.domain.api.run_status import StepStatus
 from tidb_bench_operator.domain.cluster.view import database_pod_selector
 from tidb_bench_operator.domain.guard import (
     client_disturbances,

@@ -10,12 +10,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from tidb_bench_operator.domain.api.models import (
-    Environment,
-    PreflightCheck,
-    PreflightStatus,
-    RunPhase,
-)
+from tidb_bench_operator.domain.api.common import RunPhase
+from tidb_bench_operator.domain.api.run_status import Environment, PreflightCheck, PreflightStatus
 from tidb_bench_operator.reconcile.run.context import RunContext
 
 #: Preflight is evaluated at most this often while it waits (PD calls are not free).

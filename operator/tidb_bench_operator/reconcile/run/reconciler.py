@@ -26,14 +26,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tidb_bench_operator.domain.api.models import (
-    TERMINAL_PHASES,
-    BenchmarkRunStatus,
-    Condition,
-    RunPhase,
-    is_terminal,
-    parse_run_spec,
-)
+from tidb_bench_operator.domain.api.common import TERMINAL_PHASES, RunPhase, is_terminal
+from tidb_bench_operator.domain.api.resources import parse_run_spec
+from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus, Condition
 from tidb_bench_operator.domain.jobs import run_selector
 from tidb_bench_operator.domain.manifests import RunRef, endpoint_of
 from tidb_bench_operator.domain.objects import JSON

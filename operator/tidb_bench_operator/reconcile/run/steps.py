@@ -16,8 +16,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from tidb_bench_operator.domain.api.models import StepPhase, StepStatus, Trial
+from tidb_bench_operator.domain.api.common import StepPhase
 from tidb_bench_operator.domain.api.results import StepResult
+from tidb_bench_operator.domain.api.run_status import StepStatus, Trial
 from tidb_bench_operator.domain.api.runner_message import (
     RunnerFailure,
     StepReport,

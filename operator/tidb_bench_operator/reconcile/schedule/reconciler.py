@@ -22,15 +22,14 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from tidb_bench_operator.domain.api.models import (
-    BenchmarkRunStatus,
+from tidb_bench_operator.domain.api.common import is_terminal
+from tidb_bench_operator.domain.api.resources import parse_schedule_spec
+from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus, Condition
+from tidb_bench_operator.domain.api.schedule import (
     BenchmarkScheduleSpec,
     BenchmarkScheduleStatus,
-    Condition,
     HistoryEntry,
     HistoryStep,
-    is_terminal,
-    parse_schedule_spec,
 )
 from tidb_bench_operator.domain.api.verdicts import RunComparison
 from tidb_bench_operator.domain.fingerprint import describe_diff, diff_fingerprints

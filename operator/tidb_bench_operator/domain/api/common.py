@@ -1,0 +1,112 @@
+"""What both resources' models share: the API group, phases, check names, patterns, bases."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal, get_args
+
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    StringConstraints,
+    WithJsonSchema,
+)
+
+from tidb_bench_operator.domain.api.base import CamelModel, TolerantCamelModel
+
+GROUP = "tidbbench.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+
+class RunPhase(StrEnum):
+    """Where a BenchmarkRun is in its life (docs/design.md, "A run's life")."""
+
+    PENDING = "Pending"
+    PREFLIGHT = "Preflight"
+    PREPARING = "Preparing"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+
+
+#: The one set of phases a run never leaves: the reconciler, the schedules, the handlers and
+#: the metrics all ask this set whether a run is finished.
+TERMINAL_PHASES: frozenset[RunPhase] = frozenset(
+    {RunPhase.SUCCEEDED, RunPhase.FAILED, RunPhase.CANCELLED}
+)
+#: Phases in which a run is measuring (or about to) and so holds its cluster.
+ACTIVE_PHASES: frozenset[RunPhase] = frozenset(
+    {RunPhase.PREFLIGHT, RunPhase.PREPARING, RunPhase.RUNNING}
+)
+
+
+def is_terminal(phase: object) -> bool:
+    """True for a finished run's phase (a plain string from a dict or a RunPhase)."""
+    return phase in TERMINAL_PHASES
+
+
+class StepPhase(StrEnum):
+    """Where one step of the sweep is."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+def _require_terminal(phase: RunPhase) -> RunPhase:
+    if phase not in TERMINAL_PHASES:
+        raise ValueError(f"{phase.value} is not a final phase")
+    return phase
+
+
+#: A finished run's phase as a schema: HistoryEntry.outcome accepts only these.
+TerminalPhase = Annotated[
+    RunPhase,
+    AfterValidator(_require_terminal),
+    WithJsonSchema({"type": "string", "enum": [p.value for p in RunPhase if p in TERMINAL_PHASES]}),
+]
+
+PreflightCheckName = Literal[
+    "bench-node-isolation",
+    "topology-spread",
+    "store-state",
+    "leader-size-balance",
+    "region-size-balance",
+    "pending-operators",
+    "table-leader-distribution",
+]
+PREFLIGHT_CHECK_NAMES: tuple[str, ...] = get_args(PreflightCheckName)
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+SECRET_KEY = r"^[-._a-zA-Z0-9]+$"
+QUANTITY = (
+    r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)"
+    r"(([KMGTPE]i)|[numkMGTPE]|[eE][+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+))?$"
+)
+
+
+def _quantity_text(value: object) -> object:
+    """Accept `cpu: 2` as well as `cpu: "2"`, as Kubernetes does for quantities."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+Quantity = Annotated[
+    str,
+    BeforeValidator(_quantity_text),
+    StringConstraints(pattern=QUANTITY),
+    WithJsonSchema({"x-kubernetes-int-or-string": True, "pattern": QUANTITY}),
+]
+
+
+class SpecModel(CamelModel):
+    """Base of user-written models: camelCase on the wire, unknown fields are errors."""
+
+
+class StatusModel(TolerantCamelModel):
+    """Base of controller-written models: camelCase, tolerant of fields from other versions."""

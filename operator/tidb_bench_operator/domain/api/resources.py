@@ -1,0 +1,76 @@
+"""The two resources whole, and parsing a user's spec into them with precise errors."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import (
+    Field,
+    ValidationError,
+)
+
+from tidb_bench_operator.domain.api.common import StatusModel
+from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
+from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus
+from tidb_bench_operator.domain.api.schedule import BenchmarkScheduleSpec, BenchmarkScheduleStatus
+from tidb_bench_operator.errors import SpecError
+
+# --------------------------------------------------------------------------- resources
+
+
+# The resources as a whole; apiVersion, kind and metadata are ignored (extra="ignore").
+
+
+class BenchmarkRun(StatusModel):
+    """A sysbench thread sweep against a TiDB cluster, with its results in status."""
+
+    spec: BenchmarkRunSpec = Field(description="What to benchmark and how.")
+    status: BenchmarkRunStatus | None = Field(
+        default=None, description="What the controller observed and measured."
+    )
+
+
+class BenchmarkSchedule(StatusModel):
+    """Creates BenchmarkRuns on a cron schedule and flags peak-QPS regressions."""
+
+    spec: BenchmarkScheduleSpec = Field(description="When to run what, and what is a regression.")
+    status: BenchmarkScheduleStatus | None = Field(
+        default=None, description="What the schedule has done."
+    )
+
+
+def parse_run_spec(data: Mapping[str, Any]) -> BenchmarkRunSpec:
+    """Validate a BenchmarkRun spec fully, raising SpecError with the field path on any problem."""
+    try:
+        spec = BenchmarkRunSpec.model_validate(data)
+    except ValidationError as exc:
+        raise _spec_error(exc) from None
+    spec.validate_semantics()
+    return spec
+
+
+def parse_schedule_spec(data: Mapping[str, Any]) -> BenchmarkScheduleSpec:
+    """Validate a BenchmarkSchedule spec fully, raising SpecError with the field path."""
+    try:
+        spec = BenchmarkScheduleSpec.model_validate(data)
+    except ValidationError as exc:
+        raise _spec_error(exc) from None
+    spec.validate_semantics()
+    return spec
+
+
+def field_path(loc: tuple[int | str, ...]) -> str:
+    """`("threads", 1)` -> `threads[1]`: a pydantic error location as a spec field path."""
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else part)
+    return path
+
+
+def _spec_error(exc: ValidationError) -> SpecError:
+    """The first pydantic error as a SpecError (the others usually follow from the same typo)."""
+    error = exc.errors()[0]
+    more = exc.error_count() - 1
+    hint = f"{more} more problem(s) after fixing this one" if more else ""
+    return SpecError(field_path(error["loc"]), error["msg"], hint)
