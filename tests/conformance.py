@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from testbed.fake_kube import FakeKube
     from tidb_bench_operator.adapters.pd import PodLister
-    from tidb_bench_operator.controller.wiring import Discovery
+    from tidb_bench_operator.controller.startup import Discovery
     from tidb_bench_operator.reconcile.run import RunKube
     from tidb_bench_operator.reconcile.run.gate import ClusterReader
     from tidb_bench_operator.reconcile.schedule.reconciler import ScheduleKube

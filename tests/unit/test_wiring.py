@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tidb_bench_operator.controller.wiring import wait_until_served
+from tidb_bench_operator.controller.startup import wait_until_served
 from tidb_bench_operator.errors import CrdsNotServed, KubeError
 
 

@@ -22,12 +22,7 @@ import kopf
 from tidb_bench_operator.adapters.metrics import Metrics
 from tidb_bench_operator.config import Settings
 from tidb_bench_operator.controller.driver import Driver
-from tidb_bench_operator.controller.wiring import (
-    build_kube,
-    build_run_reconciler,
-    build_schedule_reconciler,
-    wait_for_crds,
-)
+from tidb_bench_operator.controller.wiring import build, wait_for_crds
 from tidb_bench_operator.domain.api.common import GROUP, VERSION
 from tidb_bench_operator.domain.queue import QueueEntry, queue_entry
 from tidb_bench_operator.errors import CrdsNotServed
@@ -76,19 +71,16 @@ async def on_startup_configure(
     settings.watching.server_timeout = 60
     settings.posting.level = logging.WARNING
     cfg = Settings.from_env()
+    wired = build(cfg)
     # Startup handlers finish before kopf scans API discovery: make sure it will find us.
     try:
-        await asyncio.to_thread(wait_for_crds, cfg, logger.info)
+        await asyncio.to_thread(wait_for_crds, wired, cfg, logger.info)
     except CrdsNotServed as exc:
         logger.error("%s", exc)
         raise kopf.PermanentError(str(exc)) from exc
     logging.getLogger("kopf.objects").addFilter(_QuietMetricsEvents())
     metrics = Metrics()
-    driver = Driver(
-        runs=build_run_reconciler(cfg),
-        schedules=build_schedule_reconciler(cfg),
-        kube=build_kube(cfg),
-    )
+    driver = Driver(runs=wired.runs, schedules=wired.schedules, kube=wired.kube)
     memo["controller"] = Controller(driver=driver, metrics=metrics)
     memo["driver_task"] = asyncio.create_task(driver.run(), name="driver")
     if cfg.metrics_port:

@@ -21,7 +21,7 @@ from tidb_bench_operator.domain.api.guard import (
     GuardLook,
 )
 from tidb_bench_operator.domain.cluster.view import DATABASE_COMPONENTS, DISPLAY, ClusterView
-from tidb_bench_operator.domain.objects import JSONView, get_path, object_labels
+from tidb_bench_operator.domain.objects import JSONView, get_path, metadata_labels
 from tidb_bench_operator.domain.pd import STATE_UP, Store
 
 # ---------------------------------------------------------------------------
@@ -41,7 +41,7 @@ def pod_entries(view: ClusterView, pods: Sequence[JSONView]) -> dict[str, str]:
         name = str(get_path(pod, "metadata", "name") or "")
         uid = str(get_path(pod, "metadata", "uid") or "-")
         node = str(get_path(pod, "spec", "nodeName") or "-")
-        component = object_labels(pod).get(view.labels.component, "?")
+        component = metadata_labels(pod).get(view.labels.component, "?")
         out[name] = f"{uid} {node} {_restarts(pod)} {component}"
     return out
 

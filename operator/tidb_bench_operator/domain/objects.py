@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+#: The node label every node has: its name (`kubernetes.io/hostname`).
+HOSTNAME_KEY = "kubernetes.io/hostname"
 #: A Kubernetes object or API body as the client returns it (camelCase keys), ours to change.
 JSON = dict[str, Any]
 #: The same, only read (a parameter that accepts any mapping).
@@ -21,12 +23,12 @@ def get_path(obj: Mapping[str, Any] | None, *path: str) -> Any:
     return cur
 
 
-def object_labels(obj: Mapping[str, Any]) -> dict[str, str]:
+def metadata_labels(obj: Mapping[str, Any]) -> dict[str, str]:
     """`metadata.labels`, empty when absent or not a mapping."""
     labels = get_path(obj, "metadata", "labels")
     return dict(labels) if isinstance(labels, Mapping) else {}
 
 
-def object_name(obj: Mapping[str, Any]) -> str:
+def metadata_name(obj: Mapping[str, Any]) -> str:
     """`metadata.name`, empty when absent."""
     return str(get_path(obj, "metadata", "name") or "")

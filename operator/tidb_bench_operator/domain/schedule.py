@@ -29,8 +29,10 @@ from cronsim import CronSim, CronSimError
 from pydantic import BaseModel, ConfigDict, Field
 
 from tidb_bench_operator.domain.api.common import TERMINAL_PHASES
+from tidb_bench_operator.domain.api.results import StepKey
 from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus
-from tidb_bench_operator.domain.api.schedule import BenchmarkScheduleSpec, HistoryEntry
+from tidb_bench_operator.domain.api.schedule import BenchmarkScheduleSpec, HistoryEntry, HistoryStep
+from tidb_bench_operator.domain.stats.trials import valid_trial_qps
 from tidb_bench_operator.errors import SpecError
 
 #: Macros accepted by the spec (models._CRON_MACROS), spelled out; cronsim has no macros.
@@ -401,3 +403,50 @@ def trim_history(
     keep = [e for e in entries if id(e) not in doomed]
     delete = [e.name for e in entries if id(e) in doomed]
     return keep, delete
+
+
+# ------------------------------------------------------------- what a run leaves in history
+def compute_history_steps(status: BenchmarkRunStatus) -> list[HistoryStep]:
+    """The numbers of a run's steps worth comparing later: finished, valid, with a QPS.
+
+    Invalid steps and invalid trials never enter: a baseline holds only numbers that
+    were measured fairly.
+    """
+    return [
+        HistoryStep(
+            workload=s.workload,
+            threads=s.threads,
+            qps=s.qps,
+            latency_ms=s.latency_ms.value if s.latency_ms is not None else None,
+            trials=valid_trial_qps(s),
+        )
+        for s in status.steps
+        if s.qps is not None and s.phase == "Succeeded" and s.valid is not False
+    ]
+
+
+def count_invalid_trials(status: BenchmarkRunStatus) -> int:
+    """How many measurements of a run were left out as invalid (trials, or whole steps)."""
+    return sum(
+        sum(1 for t in s.trials if not t.valid) if s.trials else int(s.valid is False)
+        for s in status.steps
+    )
+
+
+def step_trials(steps: Sequence[HistoryStep]) -> dict[StepKey, list[float]]:
+    """(workload, threads) -> the valid trials' QPS (one value for a run measured once)."""
+    return {(s.workload, s.threads): list(s.trials) or [s.qps] for s in steps}
+
+
+def keep_fingerprints(entries: list[HistoryEntry], baseline_runs: int) -> list[HistoryEntry]:
+    """Drop the fingerprints of successful entries older than the newest baselineRuns + 1.
+
+    Only those can be a baseline's (or the latest run's) fingerprint; the trend keeps
+    its numbers, and the schedule's status stays small.
+    """
+    succeeded = [e.name for e in entries if e.outcome == "Succeeded"]
+    keep = set(succeeded[-(baseline_runs + 1) :])
+    return [
+        e if e.name in keep or e.fingerprint is None else e.model_copy(update={"fingerprint": None})
+        for e in entries
+    ]

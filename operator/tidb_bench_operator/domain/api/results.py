@@ -41,3 +41,7 @@ class StepResult(CamelModel):
     def to_json_dict(self) -> dict[str, object]:
         """The wire form: camelCase keys, as in status.steps[] (docs/design.md)."""
         return self.model_dump(by_alias=True, mode="json")
+
+
+#: A step's identity within a run: (workload, threads).
+StepKey = tuple[str, int]

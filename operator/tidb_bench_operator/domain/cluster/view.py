@@ -15,8 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tidb_bench_operator.domain.objects import get_path, object_labels
-from tidb_bench_operator.domain.preflight.placement import HOSTNAME_KEY
+from tidb_bench_operator.domain.objects import HOSTNAME_KEY, get_path, metadata_labels
 from tidb_bench_operator.errors import SpecError
 
 ClusterKind = Literal["TidbCluster", "Cluster"]
@@ -105,7 +104,7 @@ class WeightedTopology:
 
     def holds(self, node: Mapping[str, Any] | None, node_name: str) -> bool:
         """True when the node carries every label of this topology."""
-        labels = object_labels(node) if node is not None else {}
+        labels = metadata_labels(node) if node is not None else {}
         for key, value in self.labels:
             # Hand-made nodes may lack kubernetes.io/hostname; the kubelet sets it to the name.
             got = labels.get(key, node_name if key == HOSTNAME_KEY else None)
@@ -226,7 +225,7 @@ class ClusterView:
         keys = self.labels
         out = []
         for pod in pods:
-            labels = object_labels(pod)
+            labels = metadata_labels(pod)
             if labels.get(keys.cluster) != self.name:
                 continue
             if labels.get(keys.component) not in DATABASE_COMPONENTS:
@@ -246,7 +245,7 @@ class ClusterView:
         keys = self.labels
         out = []
         for pod in self.database_pods(pods):
-            labels = object_labels(pod)
+            labels = metadata_labels(pod)
             if labels.get(keys.component) != group.component:
                 continue
             if keys.group is not None and labels.get(keys.group) != group.name:

@@ -5,7 +5,8 @@ docs/preflight.md. Modules:
 
 - verdict: the fixed check names, CheckResult, statuses and the gate's decision (evaluate);
 - stores: the PD checks (store-state, leader/region size balance, pending operators);
-- placement: the Kubernetes checks (topology-spread, bench-node-isolation);
+- placement: bench-node-isolation and the taint rules;
+- topology: topology-spread for v1 (topologySpreadConstraints) and v2 (EvenlySpread);
 - table: table-leader-distribution and recognising TiDB by its version strings;
 - pdcheck: the offline verdict behind `tidb-bench pd-check`.
 """
@@ -13,7 +14,6 @@ docs/preflight.md. Modules:
 from tidb_bench_operator.domain.preflight.placement import (
     blocking_taints,
     check_bench_node_isolation,
-    check_topology_spread,
     toleration_tolerates,
     untolerated_taints,
 )
@@ -29,6 +29,11 @@ from tidb_bench_operator.domain.preflight.table import (
     is_tidb_server_version,
     not_tidb_skip,
     parse_tidb_version,
+)
+from tidb_bench_operator.domain.preflight.topology import (
+    check_schedule_policies,
+    check_topology,
+    check_topology_spread,
 )
 from tidb_bench_operator.domain.preflight.verdict import (
     BENCH_NODE_ISOLATION,
@@ -69,8 +74,10 @@ __all__ = [
     "check_leader_size_balance",
     "check_pending_operators",
     "check_region_size_balance",
+    "check_schedule_policies",
     "check_store_state",
     "check_table_leader_distribution",
+    "check_topology",
     "check_topology_spread",
     "compute_skew",
     "evaluate",

@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats as sps
 
+from tidb_bench_operator.domain.api.results import StepKey
 from tidb_bench_operator.domain.api.verdicts import (
     NOISY_CV_PERCENT,
     ChangePoint,
@@ -40,8 +41,6 @@ CHANGE_POINT_ALPHA = 0.01
 CHANGE_POINT_PERMUTATIONS = 199
 #: Fewest points on either side of a change point.
 MIN_SEGMENT = 3
-
-StepKey = tuple[str, int]
 
 
 # --------------------------------------------------------------------------- trials

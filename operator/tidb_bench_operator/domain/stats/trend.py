@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
+from tidb_bench_operator.domain.api.results import StepKey
 from tidb_bench_operator.domain.api.verdicts import RunComparison, StepChangePoint
-from tidb_bench_operator.domain.stats.inference import MIN_SEGMENT, StepKey, find_change_points
+from tidb_bench_operator.domain.stats.inference import MIN_SEGMENT, find_change_points
 
 #: Fewest runs of a step before change points are looked for (a segment on each side).
 MIN_TREND_RUNS = 2 * MIN_SEGMENT

@@ -29,10 +29,10 @@ from tidb_bench_operator.reconcile.run.gate import PreflightOutcome
 
 #: The preflight gate as the run reconciler calls it (reconcile.gate.run_preflight, wired).
 PreflightFn = Callable[[BenchmarkRunSpec, str, Endpoint], PreflightOutcome]
-#: What the server says about itself over SQL for the fingerprint (wiring.build_server_facts):
+#: What the server says about itself over SQL for the fingerprint (connections.build_server_facts):
 #: global variables, TiDB's SHOW CONFIG, the version. Never raises: it answers what it could.
 ServerFactsFn = Callable[[BenchmarkRunSpec, str, Endpoint], Fingerprint]
-#: One poll of PD for the guard (wiring.build_pd_look): stores, operators, leader. Never
+#: One poll of PD for the guard (connections.build_pd_look): stores, operators, leader. Never
 #: raises: what could not be read is in PdLook.errors.
 PdLookFn = Callable[[BenchmarkRunSpec, str, Endpoint], PdLook]
 
@@ -103,7 +103,7 @@ class RunKube(Protocol):
 
 @dataclass(frozen=True)
 class Deps:
-    """What a RunReconciler is built with (wiring.py builds the real one)."""
+    """What a RunReconciler is built with (controller/wiring.py composes the real one)."""
 
     kube: RunKube
     preflight: PreflightFn | None

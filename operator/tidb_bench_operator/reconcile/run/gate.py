@@ -37,14 +37,13 @@ from tidb_bench_operator.domain.preflight import (
     check_region_size_balance,
     check_store_state,
     check_table_leader_distribution,
-    check_topology_spread,
+    check_topology,
     evaluate,
     is_tidb_server_version,
     not_tidb_skip,
     parse_tidb_version,
     worst_status,
 )
-from tidb_bench_operator.domain.preflight.topology_v2 import check_schedule_policies
 from tidb_bench_operator.errors import (
     DatabaseError,
     KubeForbidden,
@@ -456,6 +455,4 @@ def _topology_spread(
     )
     if view is None:
         return _unobserved(TOPOLOGY_SPREAD, view_error or f"{where} not read")
-    if view.kind == V1_KIND:
-        return check_topology_spread(view.source, pods, nodes)
-    return check_schedule_policies(view, pods, nodes)
+    return check_topology(view, pods, nodes)

@@ -4,7 +4,7 @@ One call of `ScheduleReconciler.reconcile` lists the schedule's BenchmarkRuns (l
 `tidbbench.io/schedule=<name>`), records every newly finished one in status.history and
 compares its per-step QPS with the previous successful runs, deletes runs beyond the history
 limits, and creates the run that is due (domain.schedule.decide says which). It returns the
-status patch; the handler writes it with kopf's patch.status. Every action is idempotent: the
+status patch; the Driver writes it (controller/driver.py). Every action is idempotent: the
 run name is derived from its fire time, so a controller killed between creating a run and
 writing lastScheduleTime finds the same run again and does not make a second one.
 
@@ -29,7 +29,6 @@ from tidb_bench_operator.domain.api.schedule import (
     BenchmarkScheduleSpec,
     BenchmarkScheduleStatus,
     HistoryEntry,
-    HistoryStep,
 )
 from tidb_bench_operator.domain.api.verdicts import RunComparison
 from tidb_bench_operator.domain.fingerprint import describe_diff, diff_fingerprints
@@ -46,17 +45,20 @@ from tidb_bench_operator.domain.schedule import (
     ActiveRun,
     ScheduleDecision,
     ScheduleState,
+    compute_history_steps,
+    count_invalid_trials,
     decide,
     history_entry,
+    keep_fingerprints,
+    step_trials,
     trim_history,
 )
-from tidb_bench_operator.domain.stats.inference import StepKey, compare_runs
+from tidb_bench_operator.domain.stats.inference import compare_runs
 from tidb_bench_operator.domain.stats.trend import (
     describe_change_point,
     history_change_points,
     regression_condition,
 )
-from tidb_bench_operator.domain.stats.trials import valid_trial_qps
 from tidb_bench_operator.domain.status import (
     condition_reason,
     parse_time,
@@ -408,53 +410,6 @@ class ScheduleReconciler:
     def _finish(self, ctx: _Ctx, old: dict[str, Any]) -> ScheduleOutcome:
         ctx.out.status = status_patch(old, ctx.st)
         return ctx.out
-
-
-# ---------------------------------------------------------------------- pure helpers
-def compute_history_steps(status: BenchmarkRunStatus) -> list[HistoryStep]:
-    """The numbers of a run's steps worth comparing later: finished, valid, with a QPS.
-
-    Invalid steps and invalid trials never enter: a baseline holds only numbers that
-    were measured fairly.
-    """
-    return [
-        HistoryStep(
-            workload=s.workload,
-            threads=s.threads,
-            qps=s.qps,
-            latency_ms=s.latency_ms.value if s.latency_ms is not None else None,
-            trials=valid_trial_qps(s),
-        )
-        for s in status.steps
-        if s.qps is not None and s.phase == "Succeeded" and s.valid is not False
-    ]
-
-
-def count_invalid_trials(status: BenchmarkRunStatus) -> int:
-    """How many measurements of a run were left out as invalid (trials, or whole steps)."""
-    return sum(
-        sum(1 for t in s.trials if not t.valid) if s.trials else int(s.valid is False)
-        for s in status.steps
-    )
-
-
-def step_trials(steps: Sequence[HistoryStep]) -> dict[StepKey, list[float]]:
-    """(workload, threads) -> the valid trials' QPS (one value for a run measured once)."""
-    return {(s.workload, s.threads): list(s.trials) or [s.qps] for s in steps}
-
-
-def keep_fingerprints(entries: list[HistoryEntry], baseline_runs: int) -> list[HistoryEntry]:
-    """Drop the fingerprints of successful entries older than the newest baselineRuns + 1.
-
-    Only those can be a baseline's (or the latest run's) fingerprint; the trend keeps
-    its numbers, and the schedule's status stays small.
-    """
-    succeeded = [e.name for e in entries if e.outcome == "Succeeded"]
-    keep = set(succeeded[-(baseline_runs + 1) :])
-    return [
-        e if e.name in keep or e.fingerprint is None else e.model_copy(update={"fingerprint": None})
-        for e in entries
-    ]
 
 
 def _phase(run: Mapping[str, Any]) -> str:
