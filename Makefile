@@ -29,11 +29,13 @@ lint: venv
 	$(BIN)/ruff format --check operator tests bench scripts
 	$(BIN)/hadolint Dockerfile
 	# No product symbol used only by tests; no copied blocks; no reference to a document
-	# outside the repository; no module over 500 lines without a reason (docs/design.md).
+	# outside the repository; no relative link in README.md or docs/ that leads nowhere; no
+	# module over 500 lines without a reason (docs/design.md).
 	$(BIN)/python scripts/lint/dead_code.py
 	cd operator && ../$(BIN)/pylint --disable=all --enable=duplicate-code --score=n \
 		--min-similarity-lines=6 tidb_bench_operator
 	$(BIN)/python scripts/lint/doc_refs.py
+	$(BIN)/python scripts/lint/doc_links.py
 	$(BIN)/python scripts/lint/module_size.py
 	$(BIN)/python scripts/lint/private_imports.py
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build kube-apiserver, kube-scheduler and kube-controller-manager v1.20.2 from Debian's
-# source package, once, and cache them by version. See docs in README ("The test bed").
+# source package, once, and cache them by version. See docs/testbed.md.
 #
 # Why from source: no registry reachable here serves Kubernetes binaries, but Debian 12
 # ships the full v1.20.2 tree (vendored deps included) as the `kubernetes` source package.

@@ -1,5 +1,5 @@
-"""Every bad input of the README's table, tried on the test bed: what the user sees, and that
-nothing was created.
+"""Every bad input of docs/bad-input.md's tables, tried on the test bed: what the user sees,
+and that nothing was created.
 
 Schema errors come back from the real API server as 422 on apply. Semantic errors (what an
 OpenAPI schema cannot say) fail the run at once with a Failed condition naming the field,
@@ -35,7 +35,7 @@ from testbed.runs import GROUP, PLURAL, VERSION, create_run, jobs_of, run_events
 
 pytestmark = pytest.mark.e2e
 
-DOC = REPO_ROOT / "README.md"
+DOC = REPO_ROOT / "docs" / "bad-input.md"
 
 # (id, spec changes (None removes a field), what the API server's 422 message says)
 SCHEMA_CASES: list[tuple[str, dict[str, Any], str]] = [
@@ -226,5 +226,5 @@ def test_docs_bad_input_has_a_row_for_every_case_tested_here_and_in_test_deploy(
     rows = [line for line in doc.splitlines() if line.startswith("| ")]
     assert len(rows) >= 2 + 12
     for case, *_ in SCHEMA_CASES + SEMANTIC_CASES:
-        assert f"`{case}`" in doc, f"the README's bad-input table has no row for {case}"
+        assert f"`{case}`" in doc, f"docs/bad-input.md has no row for {case}"
     assert "`namespace-not-enabled`" in doc  # tests/e2e/test_deploy.py

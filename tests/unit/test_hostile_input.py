@@ -1,6 +1,6 @@
 """Hostile and careless input to the parsers and CLI verbs: refused clearly, never judged.
 
-Each test is one class of input from the README's "Hostile input" table: it must end in a
+Each test is one class of input from the "Hostile input" table of docs/bad-input.md: it must end in a
 precise error naming the field and value (or an explicit Fail), never in a traceback, a hang
 or a confident wrong verdict. Cases found by the fuzzers are at the end.
 """

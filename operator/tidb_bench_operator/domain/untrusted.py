@@ -2,7 +2,8 @@
 
 Every reader here checks type, range and finiteness where a value is read and names the
 field and the offending value when it refuses; documents have size and depth limits; every
-scan is linear in the input. The README's "Hostile input" table lists the classes of input tried.
+scan is linear in the input. The "Hostile input" table of docs/bad-input.md lists the classes
+of input tried.
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ def test_the_largest_run_the_schema_allows_is_stored_within_the_object_limit() -
     for part in index:
         assert object_bytes(part) <= CONFIGMAP_LIMIT
     total = steps_n * step_objects + len(index)
-    # Said in the README: the largest run is held in this many objects.
+    # Said in docs/how-a-run-goes.md: the largest run is held in this many objects.
     assert total <= steps_n * 4 + 8, total
     # And read back: the index with its parts and one step's series.
     maps = {p.name: p.data for p in [*index, *series_parts(INDEX, 0, worst_step, DEFAULT_BUDGET)]}
