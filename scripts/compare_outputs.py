@@ -290,6 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", default="main", help="the revision to compare with")
     parser.add_argument("--jobs", type=int, default=2, help="cases run at once (default 2)")
+    parser.add_argument("--match", default="", help="only the cases whose name contains this")
     parser.add_argument("-v", "--verbose", action="store_true", help="print each output digest")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="compare-outputs-") as tmp:
@@ -300,6 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             schedule = scratch / "saved-schedule.yaml"
             schedule.write_text(SCHEDULE, encoding="utf-8")
             cases = [*help_cases(), *parse_cases(), *pd_cases(), *report_cases(schedule)]
+            cases = [case for case in cases if args.match in case.name]
 
             def both(case: Case) -> tuple[Outcome, Outcome]:
                 return run(case, base, scratch), run(case, ROOT, scratch)
