@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/tests
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: test deps venv k8s lint types contracts unit e2e bench bench-input bench-guard fuzz soak testbed-up testbed-down demo clean crds docs-images
+.PHONY: test deps venv k8s lint types contracts unit e2e bench bench-input bench-guard fuzz soak testbed-up testbed-down demo clean crds docs-images compare-outputs
 
 test: deps venv k8s lint types contracts unit e2e
 
@@ -106,3 +106,9 @@ docs-images: venv
 	  --compare examples/reference/published-sysbench.yaml --svg docs/report-compare.svg > /dev/null
 	$(REPORT) docs/report/failed-and-invalid.yaml --svg docs/report-failed-invalid.svg > /dev/null
 	for f in sweep compare failed-invalid; do rsvg-convert -o docs/report-$$f.png docs/report-$$f.svg; done
+
+# Before/after proof of a refactoring (not in `make test`): parse, pd-check and report on
+# every input in tests/data/ give byte-identical output, exit code and files on BASE and here.
+BASE ?= main
+compare-outputs: venv
+	$(BIN)/python scripts/compare_outputs.py --base $(BASE)

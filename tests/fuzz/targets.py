@@ -20,6 +20,7 @@ from tidb_bench_operator.domain.pd import parse_operators, parse_stores
 from tidb_bench_operator.domain.preflight.pdcheck import run_pd_check
 from tidb_bench_operator.domain.report.chart import render_svg
 from tidb_bench_operator.domain.report.markdown import render_markdown
+from tidb_bench_operator.domain.report.model import run_report
 from tidb_bench_operator.domain.sysbench import parse_sysbench_output, to_step_result
 from tidb_bench_operator.domain.untrusted import decode_text
 from tidb_bench_operator.errors import TidbBenchError
@@ -73,9 +74,10 @@ def fuzz_documents(data: bytes) -> None:
 
     text = decode_text(data)
     try:
-        name, status = load_report_source(text, "run.yaml")
-        render_markdown(name, status, (name, status))
-        render_svg(status, name)
+        source = load_report_source(text, "run.yaml")
+        report = run_report(source.name, source.status, compare=(source.name, source.status))
+        render_markdown(report)
+        render_svg(report)
     except (TidbBenchError, ValidationError):
         pass  # cmd_report turns a ValidationError into a TidbBenchError
     try:

@@ -230,6 +230,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from tidb_bench_operator.domain.report.chart import render_svg
     from tidb_bench_operator.domain.report.html import render_html
     from tidb_bench_operator.domain.report.markdown import render_markdown
+    from tidb_bench_operator.domain.report.model import run_report
 
     schedule = find_schedule_source(args.run, args.namespace)
     if schedule is not None:
@@ -245,42 +246,46 @@ def cmd_report(args: argparse.Namespace) -> int:
                 "run's status.resultsConfigMap (kubectl get configmap NAME -o yaml)"
             )
     compare = (other.name, other.status) if other is not None else None
-    options: dict[str, Any] = {"spec": source.spec, "references": references}
-    target = ""
     try:
-        print(render_markdown(source.name, source.status, compare, **options))
+        report = run_report(
+            source.name,
+            source.status,
+            spec=source.spec,
+            compare=compare,
+            references=references,
+            series=series,
+        )
+        markdown = render_markdown(report)
+        print(markdown)
+        chart = render_svg(report) if args.svg or args.html else ""
         if args.svg:
-            target = args.svg
-            chart = render_svg(
-                source.status,
-                f"BenchmarkRun {source.name}",
-                compare=compare,
-                series=series,
-                **options,
-            )
-            Path(args.svg).write_text(chart, encoding="utf-8")
+            _write(args.svg, chart)
         if args.html:
-            target = args.html
-            page = render_html(source.name, source.status, compare, series=series, **options)
-            Path(args.html).write_text(page, encoding="utf-8")
+            _write(args.html, render_html(report, markdown=markdown, chart=chart))
     except ValueError as exc:  # pydantic: a status this version cannot read
         raise TidbBenchError(
             f"{args.run}: not a BenchmarkRun status this version reads: {exc}"
         ) from None
-    except OSError as exc:
-        raise TidbBenchError(f"cannot write {target}: {exc.strerror}") from exc
     if args.html:
         print(f"tidb-bench report: wrote {args.html}", file=sys.stderr)
     return 0
 
 
+def _write(target: str, text: str) -> None:
+    """A report file written whole; the error names the file."""
+    try:
+        Path(target).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise TidbBenchError(f"cannot write {target}: {exc.strerror}") from exc
+
+
 def _report_schedule(args: argparse.Namespace, schedule: ScheduleSource) -> int:
     """A BenchmarkSchedule's trend: history table, change points, a chart per step."""
-    from tidb_bench_operator.domain.report.html import html_page
+    from tidb_bench_operator.domain.report.html import render_html
+    from tidb_bench_operator.domain.report.model import schedule_report
     from tidb_bench_operator.domain.report.trend import (
         render_schedule_markdown,
         render_schedule_svg,
-        schedule_status,
     )
 
     if args.compare or args.results:
@@ -289,27 +294,18 @@ def _report_schedule(args: argparse.Namespace, schedule: ScheduleSource) -> int:
             "own history"
         )
     try:
-        status = schedule_status(schedule.status)
+        report = schedule_report(schedule.name, schedule.status)
     except ValueError as exc:  # pydantic: a status this version cannot read
         raise TidbBenchError(
             f"{args.run}: not a BenchmarkSchedule status this version reads: {exc}"
         ) from None
-    markdown = render_schedule_markdown(schedule.name, status)
+    markdown = render_schedule_markdown(report)
     print(markdown)
-    chart = render_schedule_svg(schedule.name, status)
-    for target, text in ((args.svg, chart), (args.html, None)):
-        if not target:
-            continue
-        page = (
-            text
-            if text is not None
-            else html_page(f"BenchmarkSchedule {schedule.name}", chart, markdown)
-        )
-        try:
-            Path(target).write_text(page, encoding="utf-8")
-        except OSError as exc:
-            raise TidbBenchError(f"cannot write {target}: {exc.strerror}") from exc
+    chart = render_schedule_svg(report)
+    if args.svg:
+        _write(args.svg, chart)
     if args.html:
+        _write(args.html, render_html(report, markdown=markdown, chart=chart))
         print(f"tidb-bench report: wrote {args.html}", file=sys.stderr)
     return 0
 

@@ -12,6 +12,7 @@ from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus
 from tidb_bench_operator.domain.report.chart import render_svg
 from tidb_bench_operator.domain.report.html import markdown_to_html, render_html
 from tidb_bench_operator.domain.report.markdown import render_markdown
+from tidb_bench_operator.domain.report.model import run_report
 from tidb_bench_operator.domain.report.reference import Reference, parse_reference
 from tidb_bench_operator.errors import TidbBenchError
 
@@ -91,7 +92,7 @@ def table_rows(markdown: str, header_start: str) -> list[list[str]]:
 
 
 def test_the_point_select_table_has_one_row_per_step_formatted_like_the_field_notes() -> None:
-    md = render_markdown("nightly-1", status(POINT_SELECT))
+    md = render_markdown(run_report("nightly-1", status(POINT_SELECT)))
     assert "## oltp_point_select" in md
     assert "| threads | QPS | TPS | p95 (ms) | errors/s | notes |" in md
     rows = table_rows(md, "| threads |")
@@ -104,7 +105,7 @@ def test_the_point_select_table_has_one_row_per_step_formatted_like_the_field_no
 
 
 def test_the_summary_lines_name_peak_and_saturation_computed_from_the_steps() -> None:
-    md = render_markdown("nightly-1", status(POINT_SELECT))
+    md = render_markdown(run_report("nightly-1", status(POINT_SELECT)))
     assert "- Peak: 49,193 QPS at 128 threads (p95 4.33 ms)." in md
     assert "- Saturation: 128 threads" in md
     # Without the controller's summary the SLO is unknown, and the report says so.
@@ -128,7 +129,7 @@ def test_the_controllers_summary_gives_the_recommended_step_under_the_slo() -> N
         ],
         "headline": "oltp_read_write: peak 22,801 QPS at 256 threads",
     }
-    md = render_markdown("nightly-2", status(READ_WRITE, summary=summary))
+    md = render_markdown(run_report("nightly-2", status(READ_WRITE, summary=summary)))
     assert "- Recommended under SLO: 64 threads (17,286 QPS)" in md
     assert "- Saturation: not reached up to 256 threads." in md
     rows = table_rows(md, "| threads |")
@@ -140,7 +141,7 @@ def test_the_controllers_summary_gives_the_recommended_step_under_the_slo() -> N
 def test_the_latency_column_is_labelled_with_the_steps_percentile() -> None:
     steps = [step(0, "oltp_point_select", 64, 39562.0, 4.1)]
     steps[0]["latencyMs"]["percentile"] = 99
-    md = render_markdown("r", status(steps))
+    md = render_markdown(run_report("r", status(steps)))
     assert "| threads | QPS | TPS | p99 (ms) | errors/s | notes |" in md
 
 
@@ -149,7 +150,7 @@ def test_an_invalid_step_is_marked_and_left_out_of_the_summary() -> None:
         *POINT_SELECT[:2],
         step(2, "oltp_point_select", 256, 60000.0, 10.65, valid=False, notes=["client CPU 100%"]),
     ]
-    md = render_markdown("r", status(steps))
+    md = render_markdown(run_report("r", status(steps)))
     rows = table_rows(md, "| threads |")
     assert rows[2][5].startswith("**invalid**")
     assert "client CPU 100%" in rows[2][5]
@@ -158,27 +159,29 @@ def test_an_invalid_step_is_marked_and_left_out_of_the_summary() -> None:
 
 def test_unfinished_steps_show_dashes_and_their_phase() -> None:
     pending = {"index": 1, "workload": "oltp_point_select", "threads": 128, "phase": "Running"}
-    md = render_markdown("r", status([POINT_SELECT[0], pending], phase="Running"))
+    md = render_markdown(run_report("r", status([POINT_SELECT[0], pending], phase="Running")))
     rows = table_rows(md, "| threads |")
     assert rows[1] == ["128", "—", "—", "—", "—", "Running"]
 
 
 def test_a_pipe_in_a_note_does_not_break_the_table() -> None:
     steps = [step(0, "oltp_point_select", 64, 39562.0, 3.89, notes=["a | b"])]
-    md = render_markdown("r", status(steps))
+    md = render_markdown(run_report("r", status(steps)))
     assert "a \\| b" in md
     row = next(line for line in md.splitlines() if line.startswith("| 64 |"))
     assert row.replace("\\|", "").count("|") == 7
 
 
 def test_each_workload_gets_its_own_table() -> None:
-    md = render_markdown("r", status(POINT_SELECT + READ_WRITE))
+    md = render_markdown(run_report("r", status(POINT_SELECT + READ_WRITE)))
     assert md.index("## oltp_point_select") < md.index("## oltp_read_write")
     assert md.count("| threads | QPS | TPS | p95 (ms) | errors/s | notes |") == 2
 
 
 def test_compare_shows_both_runs_side_by_side_with_deltas_in_percent() -> None:
-    md = render_markdown("tikv4", status(TIKV4), compare=("tikv3", status(POINT_SELECT)))
+    md = render_markdown(
+        run_report("tikv4", status(TIKV4), compare=("tikv3", status(POINT_SELECT)))
+    )
     assert "## Compared with tikv3" in md
     rows = table_rows(md, "| workload | threads |")
     assert rows[0] == [
@@ -196,19 +199,25 @@ def test_compare_shows_both_runs_side_by_side_with_deltas_in_percent() -> None:
 
 
 def test_compare_lists_steps_only_one_run_has_with_dashes() -> None:
-    md = render_markdown("a", status(POINT_SELECT[:2]), compare=("b", status(POINT_SELECT)))
+    md = render_markdown(
+        run_report("a", status(POINT_SELECT[:2]), compare=("b", status(POINT_SELECT)))
+    )
     rows = table_rows(md, "| workload | threads |")
     assert rows[2][:5] == ["oltp_point_select", "256", "—", "44,952", "—"]
 
 
 def test_a_whole_benchmark_run_object_is_accepted_as_well_as_its_status() -> None:
     run = {"kind": "BenchmarkRun", "spec": {}, "status": status(POINT_SELECT)}
-    assert render_markdown("r", run) == render_markdown("r", status(POINT_SELECT))
+    assert render_markdown(run_report("r", run)) == render_markdown(
+        run_report("r", status(POINT_SELECT))
+    )
 
 
 def test_a_status_model_renders_the_same_as_its_dict() -> None:
     model = BenchmarkRunStatus.model_validate(status(POINT_SELECT))
-    assert render_markdown("r", model) == render_markdown("r", status(POINT_SELECT))
+    assert render_markdown(run_report("r", model)) == render_markdown(
+        run_report("r", status(POINT_SELECT))
+    )
 
 
 # --------------------------------------------------------------------------- context
@@ -226,30 +235,30 @@ ENV = {"tidbVersion": "v8.1.0", "sysbenchVersion": "1.0.20"}
 
 def test_the_header_names_cluster_version_date_dataset_clients_and_slo() -> None:
     st = status(POINT_SELECT, startedAt="2026-06-27T01:02:03Z", environment=ENV)
-    md = render_markdown("r", st, spec=SPEC)
+    md = render_markdown(run_report("r", st, spec=SPEC))
     assert (
         "cluster tidb-cluster/basic, TiDB v8.1.0, 2026-06-27 01:02 UTC, sysbench 1.0.20, "
         "phase Succeeded" in md
     )
     assert "dataset 16 tables × 1,000,000 rows, 1 client pod, threads per client, " in md
     assert "15 s per step, SLO p95 ≤ 100 ms" in md
-    words = texts(ET.fromstring(render_svg(st, "t", spec=SPEC)))
+    words = texts(ET.fromstring(render_svg(run_report("t", st, spec=SPEC))))
     assert any("cluster tidb-cluster/basic · TiDB v8.1.0" in w for w in words)
     assert any("dataset 16 tables × 1,000,000 rows" in w for w in words)
 
 
 def test_without_a_spec_the_header_says_what_is_unknown() -> None:
-    md = render_markdown("r", status(POINT_SELECT))
+    md = render_markdown(run_report("r", status(POINT_SELECT)))
     assert "TiDB version not recorded" in md
     assert "no spec in this source: dataset, clients and SLO unknown" in md
 
 
 def test_with_the_spec_the_slo_gives_a_recommendation_even_without_a_summary() -> None:
-    md = render_markdown("r", status(READ_WRITE), spec=SPEC)
+    md = render_markdown(run_report("r", status(READ_WRITE), spec=SPEC))
     assert "- Recommended under SLO: 64 threads (17,286 QPS)" in md
     no_slo = {k: v for k, v in SPEC.items() if k != "slo"}
     assert "none (the run sets no spec.slo.latencyMs)" in render_markdown(
-        "r", status(READ_WRITE), spec=no_slo
+        run_report("r", status(READ_WRITE), spec=no_slo)
     )
 
 
@@ -285,7 +294,7 @@ def panel(root: ET.Element, workload: str) -> ET.Element:
 
 
 def test_the_svg_has_a_qps_and_a_latency_curve_with_one_point_per_step() -> None:
-    root = ET.fromstring(render_svg(status(POINT_SELECT), "nightly-1"))
+    root = ET.fromstring(render_svg(run_report("nightly-1", status(POINT_SELECT))))
     assert root.tag == f"{SVG}svg"
     for cls in ("qps", "latency"):
         (line,) = paths(root, cls)
@@ -294,7 +303,7 @@ def test_the_svg_has_a_qps_and_a_latency_curve_with_one_point_per_step() -> None
 
 
 def test_threads_are_on_a_log_axis_said_so_and_doublings_are_equally_spaced() -> None:
-    root = ET.fromstring(render_svg(status(POINT_SELECT), "t"))
+    root = ET.fromstring(render_svg(run_report("t", status(POINT_SELECT))))
     (qps,) = paths(root, "qps")
     xs = [x for x, _ in points(qps)[0]]
     assert xs[1] - xs[0] == pytest.approx(xs[2] - xs[1], abs=0.2)
@@ -302,28 +311,28 @@ def test_threads_are_on_a_log_axis_said_so_and_doublings_are_equally_spaced() ->
     assert "threads (log scale: each doubling is the same distance)" in words
     assert {"64", "128", "256"} <= set(words)
     uneven = [step(0, "oltp_point_select", t, 1000.0 * t, 1.0) for t in (1, 2, 8)]
-    (line,) = paths(ET.fromstring(render_svg(status(uneven), "t")), "qps")
+    (line,) = paths(ET.fromstring(render_svg(run_report("t", status(uneven)))), "qps")
     xs = [x for x, _ in points(line)[0]]
     assert xs[2] - xs[1] == pytest.approx(2 * (xs[1] - xs[0]), abs=0.3)  # 2->8 is two doublings
 
 
 def test_the_svg_labels_its_axes_ticks_and_title() -> None:
-    root = ET.fromstring(render_svg(status(POINT_SELECT), "point select <TiKV=3>"))
+    root = ET.fromstring(render_svg(run_report("point select <TiKV=3>", status(POINT_SELECT))))
     words = texts(root)
     assert {"QPS", "p95 latency (ms)"} <= set(words)
-    assert "point select <TiKV=3>" in words  # escaped in the file, intact once parsed
+    assert "BenchmarkRun point select <TiKV=3>" in words  # escaped in the file, intact once parsed
     assert "60,000" in words  # a QPS tick above the 49,193 peak (plus headroom for labels)
     assert "49k" in words  # the peak's value written beside its point
 
 
 def test_the_qps_curve_peaks_at_128_threads_in_the_drawing() -> None:
-    root = ET.fromstring(render_svg(status(POINT_SELECT), "t"))
+    root = ET.fromstring(render_svg(run_report("t", status(POINT_SELECT))))
     ys = [y for _, y in points(paths(root, "qps")[0])[0]]
     assert ys.index(min(ys)) == 1  # SVG y grows downwards: the highest QPS is the smallest y
 
 
 def test_read_write_gets_a_tps_plot_between_qps_and_latency() -> None:
-    root = ET.fromstring(render_svg(status(POINT_SELECT + READ_WRITE), "t"))
+    root = ET.fromstring(render_svg(run_report("t", status(POINT_SELECT + READ_WRITE))))
     assert paths(panel(root, "oltp_point_select"), "tps") == []
     rw = panel(root, "oltp_read_write")
     (tps,) = paths(rw, "tps")
@@ -338,7 +347,7 @@ def test_read_write_gets_a_tps_plot_between_qps_and_latency() -> None:
 
 
 def test_the_slo_is_a_line_on_the_latency_axis_at_its_value() -> None:
-    root = ET.fromstring(render_svg(status(READ_WRITE), "t", spec=SPEC))
+    root = ET.fromstring(render_svg(run_report("t", status(READ_WRITE), spec=SPEC)))
     (slo,) = [line for line in root.iter(f"{SVG}line") if line.get("class") == "slo"]
     y_slo = float(slo.get("y1") or 0)
     lat = [y for _, y in points(paths(root, "latency")[0])[0]]
@@ -348,20 +357,22 @@ def test_the_slo_is_a_line_on_the_latency_axis_at_its_value() -> None:
 
 
 def test_an_slo_far_above_every_step_is_said_instead_of_flattening_the_curve() -> None:
-    root = ET.fromstring(render_svg(status(POINT_SELECT), "t", spec=SPEC))  # 10.65 ms vs 100
+    root = ET.fromstring(
+        render_svg(run_report("t", status(POINT_SELECT), spec=SPEC))
+    )  # 10.65 ms vs 100
     assert not [line for line in root.iter(f"{SVG}line") if line.get("class") == "slo"]
     assert "↑ SLO p95 ≤ 100 ms: far above every step" in texts(root)
 
 
 def test_peak_recommended_and_knee_are_marked_at_their_threads() -> None:
-    root = ET.fromstring(render_svg(status(READ_WRITE), "t", spec=SPEC))
+    root = ET.fromstring(render_svg(run_report("t", status(READ_WRITE), spec=SPEC)))
     marks = {
         g.get("data-threads"): "".join(g.itertext())
         for g in root.iter(f"{SVG}g")
         if g.get("class") == "verdict"
     }
     assert marks == {"64": "recommended", "256": "peak"}
-    root = ET.fromstring(render_svg(status(POINT_SELECT), "t"))
+    root = ET.fromstring(render_svg(run_report("t", status(POINT_SELECT))))
     marks = {
         g.get("data-threads"): "".join(g.itertext())
         for g in root.iter(f"{SVG}g")
@@ -381,7 +392,7 @@ FAILED = {
 
 def test_a_failed_step_is_on_the_axis_and_the_line_is_not_drawn_across_it() -> None:
     steps = [POINT_SELECT[0], FAILED, POINT_SELECT[2]]
-    root = ET.fromstring(render_svg(status(steps, phase="Failed"), "t"))
+    root = ET.fromstring(render_svg(run_report("t", status(steps, phase="Failed"))))
     (qps,) = paths(root, "qps")
     assert [len(run) for run in points(qps)] == [1, 1]  # two points, no segment between
     crosses = [g for g in root.iter(f"{SVG}g") if g.get("class") == "failed-step"]
@@ -393,7 +404,7 @@ def test_a_failed_step_is_on_the_axis_and_the_line_is_not_drawn_across_it() -> N
 
 def test_invalid_steps_are_hollow_with_dotted_segments_and_named_on_the_axis() -> None:
     steps = [*POINT_SELECT[:2], step(2, "oltp_point_select", 256, 44952.0, 10.65, valid=False)]
-    root = ET.fromstring(render_svg(status(steps), "t"))
+    root = ET.fromstring(render_svg(run_report("t", status(steps))))
     hollow = [c for c in root.iter(f"{SVG}circle") if c.get("fill") == "#ffffff"]
     assert len(hollow) == 1
     assert "invalid" in "".join(hollow[0].itertext())
@@ -406,7 +417,9 @@ def test_invalid_steps_are_hollow_with_dotted_segments_and_named_on_the_axis() -
 
 
 def test_compare_overlays_the_other_runs_curves_dashed() -> None:
-    root = ET.fromstring(render_svg(status(TIKV4), "t", compare=("tikv3", status(POINT_SELECT))))
+    root = ET.fromstring(
+        render_svg(run_report("t", status(TIKV4), compare=("tikv3", status(POINT_SELECT))))
+    )
     (other,) = paths(root, "compare-qps")
     assert other.get("stroke-dasharray") == "5 3"
     assert [len(run) for run in points(other)] == [3]
@@ -418,18 +431,20 @@ def test_compare_overlays_the_other_runs_curves_dashed() -> None:
 
 
 def test_several_workloads_stack_as_panels() -> None:
-    root = ET.fromstring(render_svg(status(POINT_SELECT + READ_WRITE), "t"))
+    root = ET.fromstring(render_svg(run_report("t", status(POINT_SELECT + READ_WRITE))))
     panels = [g for g in root.iter(f"{SVG}g") if g.get("class") == "panel"]
     assert [p.get("data-workload") for p in panels] == ["oltp_point_select", "oltp_read_write"]
     assert int(root.get("height") or 0) > 2 * 400
 
 
 def test_the_svg_is_deterministic() -> None:
-    assert render_svg(status(POINT_SELECT), "t") == render_svg(status(POINT_SELECT), "t")
+    assert render_svg(run_report("t", status(POINT_SELECT))) == render_svg(
+        run_report("t", status(POINT_SELECT))
+    )
 
 
 def test_a_run_without_finished_steps_still_renders_a_valid_svg() -> None:
-    root = ET.fromstring(render_svg(status([], phase="Pending"), "nothing yet"))
+    root = ET.fromstring(render_svg(run_report("nothing yet", status([], phase="Pending"))))
     assert "no finished steps" in texts(root)
     assert list(root.iter(f"{SVG}path")) == []
 
@@ -457,7 +472,7 @@ def test_qps_over_time_is_one_small_chart_per_step_with_the_clients_summed() -> 
             "clients": {"0": [interval(1, 200.0), interval(2, 0.0), interval(3, 200.0)]},
         },
     }
-    root = ET.fromstring(render_svg(status(POINT_SELECT), "t", series=series))
+    root = ET.fromstring(render_svg(run_report("t", status(POINT_SELECT), series=series)))
     lines = [p for p in root.iter(f"{SVG}polyline") if p.get("class") == "interval-qps"]
     assert len(lines) == 2  # the third step has no interval lines: no chart
     first = [tuple(map(float, p.split(","))) for p in (lines[0].get("points") or "").split()]
@@ -506,7 +521,9 @@ def references() -> list[Reference]:
 
 
 def test_published_numbers_are_tabled_with_their_source_and_conditions() -> None:
-    md = render_markdown("r", status(POINT_SELECT + READ_WRITE), references=references())
+    md = render_markdown(
+        run_report("r", status(POINT_SELECT + READ_WRITE), references=references())
+    )
     assert "## Compared with published numbers" in md
     assert "### R1: Cloud 8 vCPU" in md
     assert "Source: Vendor performance reference, https://example.com/perf" in md
@@ -521,13 +538,13 @@ def test_published_numbers_are_tabled_with_their_source_and_conditions() -> None
     assert "| oltp_point_select | — | 40,000–60,000 | — | — | peak 49,193 QPS" in md_rows
     assert "| within the range |" in md_rows
     assert "| within the range (TPS) |" in md_rows  # 1,140 TPS in 1,000–1,500
-    below = render_markdown("r", status(TIKV4), references=references())
+    below = render_markdown(run_report("r", status(TIKV4), references=references()))
     assert "| -13.3% below the range |" in below  # 34,665 QPS against 40,000
 
 
 def test_published_numbers_are_drawn_as_diamonds_and_bands() -> None:
     root = ET.fromstring(
-        render_svg(status(POINT_SELECT + READ_WRITE), "t", references=references())
+        render_svg(run_report("t", status(POINT_SELECT + READ_WRITE), references=references()))
     )
     rw = panel(root, "oltp_read_write")
     diamonds = [p for p in rw.iter(f"{SVG}polygon") if "R1" in "".join(p.itertext())]
@@ -572,11 +589,13 @@ def test_a_bad_reference_file_names_the_field(mutate: Any, words: str) -> None:
 
 def test_the_html_is_one_self_contained_file_with_the_chart_and_the_tables() -> None:
     page = render_html(
-        "nightly <1>",
-        status(POINT_SELECT, environment=ENV),
-        ("tikv4", status(TIKV4)),
-        spec=SPEC,
-        references=references(),
+        run_report(
+            "nightly <1>",
+            status(POINT_SELECT, environment=ENV),
+            compare=("tikv4", status(TIKV4)),
+            spec=SPEC,
+            references=references(),
+        )
     )
     assert page.startswith("<!DOCTYPE html>")
     assert page.count("<svg") == 1 and "<table>" in page
@@ -598,8 +617,8 @@ def test_markdown_to_html_keeps_escaped_pipes_and_bold() -> None:
 def test_a_saturation_point_at_the_last_step_is_the_peak_fallback_not_a_knee() -> None:
     per = {"workload": "oltp_read_write", "peakQps": 22801.0, "peakThreads": 256,
            "saturationThreads": 256, "recommendedThreads": 64, "recommendedQps": 17286.0}  # fmt: skip
-    md = render_markdown("r", status(READ_WRITE, summary={"perWorkload": [per]}))
+    md = render_markdown(run_report("r", status(READ_WRITE, summary={"perWorkload": [per]})))
     assert "- Saturation: not reached up to 256 threads." in md
     knee = {**per, "saturationThreads": 128}
-    md = render_markdown("r", status(READ_WRITE, summary={"perWorkload": [knee]}))
+    md = render_markdown(run_report("r", status(READ_WRITE, summary={"perWorkload": [knee]})))
     assert "- Saturation: 128 threads" in md

@@ -10,11 +10,8 @@ from tidb_bench_operator.domain.api.results import StepResult
 from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus, StepStatus, Trial
 from tidb_bench_operator.domain.report.chart import render_svg
 from tidb_bench_operator.domain.report.markdown import render_markdown
-from tidb_bench_operator.domain.report.trend import (
-    render_schedule_markdown,
-    render_schedule_svg,
-    schedule_status,
-)
+from tidb_bench_operator.domain.report.model import run_report, schedule_report
+from tidb_bench_operator.domain.report.trend import render_schedule_markdown, render_schedule_svg
 from tidb_bench_operator.domain.stats.inference import compare_runs
 from tidb_bench_operator.domain.stats.trend import history_change_points
 from tidb_bench_operator.domain.stats.trials import with_trial
@@ -55,7 +52,7 @@ def run_status(**extra: Any) -> BenchmarkRunStatus:
 
 def test_the_table_has_each_steps_median_interval_and_cv_and_marks_a_noisy_step() -> None:
     status = run_status()
-    text = render_markdown("nightly-1", status)
+    text = render_markdown(run_report("nightly-1", status))
     assert "| threads | QPS (median) | QPS 95% interval | CV |" in text
     quiet, noisy = status.steps
     assert quiet.qps_trials is not None and noisy.qps_trials is not None
@@ -67,13 +64,13 @@ def test_the_table_has_each_steps_median_interval_and_cv_and_marks_a_noisy_step(
 
 def test_a_step_measured_once_keeps_the_plain_table() -> None:
     status = BenchmarkRunStatus(steps=[measured(0, 2, [20_000.0])])
-    text = render_markdown("once", status)
+    text = render_markdown(run_report("once", status))
     assert "| threads | QPS | TPS |" in text and "95% interval" not in text
 
 
 def test_the_chart_draws_each_steps_interval_and_trials_inside_the_qps_axis() -> None:
     status = run_status()
-    root = ET.fromstring(render_svg(status, "BenchmarkRun nightly-1"))
+    root = ET.fromstring(render_svg(run_report("nightly-1", status)))
     bars = [g for g in root.iter(f"{SVG}g") if g.get("class") == "qps-interval"]
     assert [g.get("data-threads") for g in bars] == ["2", "4"]
     dots = [c for c in root.iter(f"{SVG}circle") if c.get("class") == "trial"]
@@ -92,14 +89,14 @@ def test_the_verdict_section_names_effect_interval_p_values_and_the_fingerprint_
         regression=verdict,
         fingerprint_diff=["tidb image pingcap/tidb:v8.1.0 → pingcap/tidb:v8.1.1"],
     )
-    text = render_markdown("nightly-9", status)
+    text = render_markdown(run_report("nightly-9", status))
     assert "## Against the schedule's baseline" in text
     assert f"**{verdict.verdict}**: {verdict.message}" in text
     (step,) = verdict.steps
     assert step.effect_percent is not None and step.effect_percent < -20
     assert f"| oltp_point_select | 2 | **{step.verdict}** | {step.effect_percent:+.1f}% |" in text
     assert "- tidb image pingcap/tidb:v8.1.0 → pingcap/tidb:v8.1.1" in text
-    same = render_markdown("n", run_status(regression=verdict, fingerprint_diff=[]))
+    same = render_markdown(run_report("n", run_status(regression=verdict, fingerprint_diff=[])))
     assert "Nothing recorded differs from the baseline runs' fingerprints." in same
 
 
@@ -128,13 +125,13 @@ def _schedule(nights: list[float]) -> dict[str, Any]:
 
 def test_a_schedules_trend_marks_the_change_point_at_the_night_the_level_moved() -> None:
     nights = [40_000.0, 40_400.0, 39_700.0, 40_100.0, 39_900.0] + [34_000.0, 34_300.0] * 3
-    status = schedule_status(_schedule(nights))
-    assert [p.run for p in status.change_points] == ["nightly-6"]
-    text = render_schedule_markdown("nightly", status)
+    report = schedule_report("nightly", _schedule(nights))
+    assert [p.run for p in report.status.change_points] == ["nightly-6"]
+    text = render_schedule_markdown(report)
     assert "Latest verdict: **Regressed** (nightly-11)." in text
     assert "oltp_point_select at 2 threads moved -" in text and "at run nightly-6" in text
     assert "| 6 | nightly-6 | 2026-11-06 03:10 | Succeeded | NoChange | 34,000 |" in text
-    root = ET.fromstring(render_schedule_svg("nightly", status))
+    root = ET.fromstring(render_schedule_svg(report))
     (panel,) = [g for g in root.iter(f"{SVG}g") if g.get("class") == "trend"]
     (change,) = [g for g in panel.iter(f"{SVG}g") if g.get("class") == "change-point"]
     assert change.get("data-run") == "nightly-6"
@@ -147,6 +144,6 @@ def test_a_schedules_trend_marks_the_change_point_at_the_night_the_level_moved()
 
 
 def test_a_schedule_without_history_says_so() -> None:
-    status = schedule_status({"status": {}})
-    assert "no finished runs yet" in render_schedule_markdown("new", status)
-    assert "no successful runs with steps yet" in render_schedule_svg("new", status)
+    report = schedule_report("new", {"status": {}})
+    assert "no finished runs yet" in render_schedule_markdown(report)
+    assert "no successful runs with steps yet" in render_schedule_svg(report)

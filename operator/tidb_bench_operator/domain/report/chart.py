@@ -1,5 +1,5 @@
 """The report chart as one SVG: a header with the run's context, a panel per workload
-(domain/report_panel.py), QPS over time per step from the interval series, and the sources
+(panel.py), QPS over time per step from the interval series, and the sources
 of the published numbers drawn."""
 
 from __future__ import annotations
@@ -10,16 +10,13 @@ from xml.sax.saxutils import quoteattr
 
 from tidb_bench_operator.domain.api.run_status import StepStatus
 from tidb_bench_operator.domain.report import svg
-from tidb_bench_operator.domain.report.markdown import (
+from tidb_bench_operator.domain.report.format import rate
+from tidb_bench_operator.domain.report.model import (
     Context,
-    StatusLike,
-    _as_status,
-    _by_workload,
-    _latency,
-    _ref_rows,
-    _slo,
-    _verdicts,
-    run_context,
+    RunReport,
+    by_workload,
+    is_failed,
+    latency,
 )
 from tidb_bench_operator.domain.report.panel import (
     FAILED_COLOUR,
@@ -27,14 +24,12 @@ from tidb_bench_operator.domain.report.panel import (
     PLOT_LEFT,
     QPS_COLOUR,
     WIDTH,
-    _is_failed,
-    _panel,
-    _panel_height,
-    _PanelInput,
+    PanelInput,
+    draw_panel,
+    panel_height,
 )
 from tidb_bench_operator.domain.report.reference import Reference
 from tidb_bench_operator.domain.report.references import REF_COLOUR
-from tidb_bench_operator.domain.report.stats import rate as _rate
 
 # --------------------------------------------------------------------------- QPS over time
 
@@ -93,12 +88,12 @@ def _multiples(
         def x_at(t: float, x0: float = x0, x1: float = x1, t_end: float = t_end) -> float:
             return x0 + (t / t_end if t_end else 0.5) * (x1 - x0)
 
-        state = " — failed" if _is_failed(step) else " — invalid" if step.valid is False else ""
+        state = " — failed" if is_failed(step) else " — invalid" if step.valid is False else ""
         out.append(
             svg.text(
                 cx + 34,
                 cy + 12,
-                f"{step.threads} threads: {_rate(step.qps)} QPS{state}",
+                f"{step.threads} threads: {rate(step.qps)} QPS{state}",
                 font_size="11",
                 fill=FAILED_COLOUR if state else "#222222",
             )
@@ -192,34 +187,23 @@ def _header_lines(context: Context, width: int = 108) -> list[str]:
     return [*lines, current]
 
 
-def render_svg(
-    status: StatusLike,
-    title: str,
-    *,
-    spec: Mapping[str, Any] | None = None,
-    compare: tuple[str, StatusLike] | None = None,
-    references: Sequence[Reference] = (),
-    series: Mapping[str, Any] | None = None,
-) -> str:
+def render_svg(report: RunReport) -> str:
     """A self-contained SVG: a header with the run's context; per workload (stacked) QPS
-    (and TPS), latency with the SLO, and the verdicts against threads; the compared run and
-    published numbers overlaid; QPS over time per step when `series` (the results
-    ConfigMap's series.json) is given. Deterministic output."""
-    run = _as_status(status)
-    other = _as_status(compare[1]) if compare is not None else None
-    drawn = [s for s in run.steps if s.qps is not None or _latency(s) is not None or _is_failed(s)]
-    groups = _by_workload(drawn)
+    (and TPS), latency with the SLO, and the points against threads; the compared run and
+    published numbers overlaid; QPS over time per step when the report has the interval
+    series (the results ConfigMap's series.json). Deterministic output."""
+    run, title = report.status, report.title
+    other = report.compare.status if report.compare is not None else None
+    drawn = [s for s in run.steps if s.qps is not None or latency(s) is not None or is_failed(s)]
+    groups = by_workload(drawn)
     if other is not None:
-        for workload in _by_workload([s for s in other.steps if s.qps is not None]):
+        for workload in by_workload([s for s in other.steps if s.qps is not None]):
             groups.setdefault(workload, [])
-    verdicts = _verdicts(run, spec)
-    ref_rows = _ref_rows(references)
-    context = run_context(run, spec)
     body: list[str] = [
         svg.text(WIDTH / 2, 28, title, text_anchor="middle", font_size="17", font_weight="bold"),
     ]
     y = 50.0
-    for line in _header_lines(context):
+    for line in _header_lines(report.context):
         body.append(svg.text(WIDTH / 2, y, line, text_anchor="middle", fill="#333333"))
         y += 18
     y += HEADER_HEIGHT - 86
@@ -227,24 +211,24 @@ def render_svg(
         body.append(svg.text(WIDTH / 2, y + 40, "no finished steps", text_anchor="middle"))
         y += 80
     for workload, steps in groups.items():
-        data = _PanelInput(
+        data = PanelInput(
             workload=workload,
             steps=steps,
-            verdict=verdicts.get(workload),
-            slo=_slo(spec),
-            other_name=compare[0] if compare is not None else None,
+            points=report.points.get(workload),
+            slo=report.slo,
+            other_name=report.compare.name if report.compare is not None else None,
             other=[s for s in other.steps if s.workload == workload] if other is not None else [],
-            refs=[r for r in ref_rows if r.row.workload == workload],
+            refs=[r for r in report.ref_rows if r.row.workload == workload],
         )
-        body += _panel(data, y)
-        y += _panel_height(data)
-    if series:
+        body += draw_panel(data, y)
+        y += panel_height(data)
+    if report.series:
         for workload, steps in groups.items():
-            cells, height = _multiples(workload, steps, series, y)
+            cells, height = _multiples(workload, steps, report.series, y)
             body += cells
             y += height
-    labels = {r.label for r in ref_rows if r.row.workload in groups}
-    notes, height = _footnotes(references, labels, y)
+    labels = {r.label for r in report.ref_rows if r.row.workload in groups}
+    notes, height = _footnotes(report.references, labels, y)
     body += notes
     y += height
     total = int(y + 10)

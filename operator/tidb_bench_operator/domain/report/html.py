@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
 
 from tidb_bench_operator.domain.report.chart import render_svg
-from tidb_bench_operator.domain.report.markdown import StatusLike, render_markdown
-from tidb_bench_operator.domain.report.reference import Reference
+from tidb_bench_operator.domain.report.markdown import render_markdown
+from tidb_bench_operator.domain.report.model import RunReport, ScheduleReport
+from tidb_bench_operator.domain.report.trend import render_schedule_markdown, render_schedule_svg
 
 
 def _inline(text: str) -> str:
@@ -91,29 +90,24 @@ code { background: #f3f3f3; padding: 0 3px; }
 
 
 def render_html(
-    run_name: str,
-    status: StatusLike,
-    compare: tuple[str, StatusLike] | None = None,
+    report: RunReport | ScheduleReport,
     *,
-    spec: Mapping[str, Any] | None = None,
-    references: Sequence[Reference] = (),
-    series: Mapping[str, Any] | None = None,
+    markdown: str | None = None,
+    chart: str | None = None,
 ) -> str:
     """One self-contained HTML file (no external resources): the chart inline, then the
-    tables — for attaching to a ticket."""
-    markdown = render_markdown(run_name, status, compare, spec=spec, references=references)
-    chart = render_svg(
-        status,
-        f"BenchmarkRun {run_name}",
-        spec=spec,
-        compare=compare,
-        references=references,
-        series=series,
-    )
-    return html_page(f"BenchmarkRun {run_name}", chart, markdown)
+    tables — for attaching to a ticket. `markdown` and `chart` are the report's Markdown and
+    SVG when the caller rendered them already (`tidb-bench report` printed the Markdown)."""
+    if isinstance(report, ScheduleReport):
+        markdown = render_schedule_markdown(report) if markdown is None else markdown
+        chart = render_schedule_svg(report) if chart is None else chart
+    else:
+        markdown = render_markdown(report) if markdown is None else markdown
+        chart = render_svg(report) if chart is None else chart
+    return _page(report.title, chart, markdown)
 
 
-def html_page(title: str, chart: str, markdown: str) -> str:
+def _page(title: str, chart: str, markdown: str) -> str:
     """One self-contained HTML page: the SVG chart inline, then the Markdown as HTML."""
     title = html.escape(title)
     return (

@@ -1,182 +1,53 @@
-"""`tidb-bench report`: a run as Markdown tables (the chart is domain/report_chart.py, one
-HTML file of both domain/report_html.py).
-
-The chart shows, per workload, throughput (QPS; TPS too for transactional workloads) and the
-percentile latency against threads on a log2 axis, the SLO line, the peak, recommended and
-knee steps, failed and invalid steps on the axis, another run overlaid (`--compare RUN`),
-published numbers beside it (`--compare REFERENCE.yaml`, domain/reference.py), and QPS over
-time per step from the interval series of the results ConfigMap.
-"""
+"""`tidb-bench report`: a run as Markdown — its context, per workload a step table and the
+peak, recommended and knee lines, the schedule's verdict, the compared run and published
+numbers — rendered from the report model (model.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
 
-from tidb_bench_operator.domain.api.results import StepResult
 from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus, StepStatus
-
-# spec[k1][k2]... or None: a saved spec is read leniently (any version's fields).
-from tidb_bench_operator.domain.objects import get_path
-from tidb_bench_operator.domain.report.reference import Reference, ReferenceResult
+from tidb_bench_operator.domain.report.format import amount, cell, delta, ms, rate
+from tidb_bench_operator.domain.report.model import (
+    RunReport,
+    SweepPoints,
+    by_workload,
+    latency,
+    percentile,
+)
+from tidb_bench_operator.domain.report.reference import Reference
 from tidb_bench_operator.domain.report.stats import has_trials, regression_lines, trial_cells
-from tidb_bench_operator.domain.report.stats import rate as _rate
-from tidb_bench_operator.domain.stats.analysis import compute_summary
 
-#: Percentile assumed when no step of a workload reports one (spec.percentile's default).
-DEFAULT_PERCENTILE = 95
-
-StatusLike = BenchmarkRunStatus | Mapping[str, Any]
-
-
-def _as_status(value: StatusLike) -> BenchmarkRunStatus:
-    """A BenchmarkRunStatus from the model, its camelCase dict, or a whole BenchmarkRun dict."""
-    if isinstance(value, BenchmarkRunStatus):
-        return value
-    if "steps" not in value and isinstance(value.get("status"), Mapping):
-        value = value["status"]
-    return BenchmarkRunStatus.model_validate(value)
-
-
-def _by_workload(steps: Sequence[StepStatus]) -> dict[str, list[StepStatus]]:
-    """Steps grouped by workload (first-seen order), each group sorted by threads."""
-    groups: dict[str, list[StepStatus]] = {}
-    for step in steps:
-        groups.setdefault(step.workload, []).append(step)
-    return {name: sorted(group, key=lambda s: s.threads) for name, group in groups.items()}
-
-
-def _percentile(steps: Sequence[StepStatus]) -> int:
-    for step in steps:
-        if step.latency_ms is not None:
-            return step.latency_ms.percentile
-    return DEFAULT_PERCENTILE
-
-
-def _latency(step: StepStatus) -> float | None:
-    return step.latency_ms.value if step.latency_ms is not None else None
-
-
-# --------------------------------------------------------------------------- number formats
-
-
-def _ms(value: float | None) -> str:
-    """Milliseconds with 2 decimals, as sysbench prints them."""
-    return "—" if value is None else f"{value:,.2f}"
-
-
-def _delta(current: float | None, other: float | None) -> str:
-    """(current - other) / other in percent, signed; a dash when either side is missing."""
-    if current is None or other is None or other == 0:
-        return "—"
-    return f"{(current - other) / other * 100:+.1f}%"
-
-
-def _cell(text: str) -> str:
-    """Text safe inside a Markdown table cell."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").strip()
-
-
-# --------------------------------------------------------------------------- verdicts
-
-
-@dataclass(frozen=True)
-class _Verdict:
-    """The summary lines of one workload, from status.summary or computed from the steps."""
-
-    peak_qps: float | None
-    peak_threads: int | None
-    peak_latency_ms: float | None
-    recommended_threads: int | None
-    recommended_qps: float | None
-    saturation_threads: int | None
-    slo_known: bool
-
-
-def _verdicts(
-    status: BenchmarkRunStatus, spec: Mapping[str, Any] | None = None
-) -> dict[str, _Verdict]:
-    """Per-workload verdicts: the controller's own summary wins, else analysis on valid steps.
-
-    Why prefer status.summary: it is what the controller decided with the run's spec.slo.
-    Without it the SLO is known only when the spec came with the status (a saved
-    BenchmarkRun); from a results ConfigMap alone the report names peak and knee only.
-    """
-    verdicts: dict[str, _Verdict] = {}
-    if status.summary is not None:
-        for item in status.summary.per_workload:
-            verdicts[item.workload] = _Verdict(
-                peak_qps=item.peak_qps,
-                peak_threads=item.peak_threads,
-                peak_latency_ms=item.peak_latency_ms,
-                recommended_threads=item.recommended_threads,
-                recommended_qps=item.recommended_qps,
-                saturation_threads=_knee_only(item.saturation_threads, status, item.workload),
-                slo_known=True,
-            )
-    results: list[StepResult] = []
-    for step in status.steps:
-        result = step.to_result()
-        if step.workload not in verdicts and result is not None and step.valid is not False:
-            results.append(result)
-    slo = _slo(spec)
-    for computed in compute_summary(results, slo_latency_ms=slo).workloads:
-        verdicts[computed.workload] = _Verdict(
-            peak_qps=computed.peak_qps,
-            peak_threads=computed.peak_threads,
-            peak_latency_ms=computed.peak_latency_ms,
-            recommended_threads=computed.recommended_threads if slo is not None else None,
-            recommended_qps=computed.recommended_qps if slo is not None else None,
-            saturation_threads=(
-                computed.saturation_threads if computed.saturation_basis == "knee" else None
-            ),
-            slo_known=slo is not None,
-        )
-    return verdicts
-
-
-def _knee_only(threads: int | None, status: BenchmarkRunStatus, workload: str) -> int | None:
-    """The summary's saturation point when it is a knee. The controller falls back to the
-    peak when QPS never stopped rising; at the sweep's last valid step nothing came after
-    it, so it is that fallback, not a knee ("not reached")."""
-    measured = [
-        s.threads
-        for s in status.steps
-        if s.workload == workload and s.qps is not None and s.valid is not False
-    ]
-    if threads is None or not measured or threads >= max(measured):
-        return None
-    return threads
+# --------------------------------------------------------------------------- workloads
 
 
 def _summary_lines(
-    verdict: _Verdict | None,
+    points: SweepPoints | None,
     label: str,
     steps: Sequence[StepStatus],
-    spec: Mapping[str, Any] | None = None,
+    has_spec: bool,
 ) -> list[str]:
-    if verdict is None or verdict.peak_qps is None or verdict.peak_threads is None:
+    if points is None or points.peak_qps is None or points.peak_threads is None:
         return ["- No valid finished step: no peak, recommendation or saturation point."]
-    peak = f"- Peak: {_rate(verdict.peak_qps)} QPS at {verdict.peak_threads} threads"
-    if verdict.peak_latency_ms is not None:
-        peak += f" ({label} {_ms(verdict.peak_latency_ms)} ms)"
-    if not verdict.slo_known and spec is not None:
+    peak = f"- Peak: {rate(points.peak_qps)} QPS at {points.peak_threads} threads"
+    if points.peak_latency_ms is not None:
+        peak += f" ({label} {ms(points.peak_latency_ms)} ms)"
+    if not points.slo_known and has_spec:
         recommended = "- Recommended under SLO: none (the run sets no spec.slo.latencyMs)."
-    elif not verdict.slo_known:
+    elif not points.slo_known:
         recommended = "- Recommended under SLO: not known (the run's status has no summary)."
-    elif verdict.recommended_threads is None:
+    elif points.recommended_threads is None:
         recommended = "- Recommended under SLO: none (no step meets the SLO)."
     else:
-        recommended = f"- Recommended under SLO: {verdict.recommended_threads} threads"
-        if verdict.recommended_qps is not None:
-            recommended += f" ({_rate(verdict.recommended_qps)} QPS)"
-    if verdict.saturation_threads is None:
+        recommended = f"- Recommended under SLO: {points.recommended_threads} threads"
+        if points.recommended_qps is not None:
+            recommended += f" ({rate(points.recommended_qps)} QPS)"
+    if points.saturation_threads is None:
         top = max(step.threads for step in steps)
         saturation = f"- Saturation: not reached up to {top} threads."
     else:
         saturation = (
-            f"- Saturation: {verdict.saturation_threads} threads (beyond it QPS stops rising "
+            f"- Saturation: {points.saturation_threads} threads (beyond it QPS stops rising "
             f"while {label} keeps growing)."
         )
     return [peak + ".", recommended, saturation]
@@ -185,26 +56,28 @@ def _summary_lines(
 # --------------------------------------------------------------------------- markdown
 
 
-def _step_notes(step: StepStatus, verdict: _Verdict | None) -> str:
+def _step_notes(step: StepStatus, points: SweepPoints | None) -> str:
     notes: list[str] = []
     if step.valid is False:
         notes.append("**invalid**")
     if step.qps is None:
         notes.append(step.phase)
-    if verdict is not None:
-        if step.threads == verdict.peak_threads:
+    if points is not None:
+        if step.threads == points.peak_threads:
             notes.append("peak")
-        if step.threads == verdict.recommended_threads and verdict.slo_known:
+        if step.threads == points.recommended_threads and points.slo_known:
             notes.append("recommended")
-        if step.threads == verdict.saturation_threads:
+        if step.threads == points.saturation_threads:
             notes.append("knee")
     if step.client_saturated:
         notes.append("client saturated")
     notes.extend(step.notes)
-    return _cell("; ".join(notes))
+    return cell("; ".join(notes))
 
 
-def _workload_table(steps: Sequence[StepStatus], verdict: _Verdict | None, label: str) -> list[str]:
+def _workload_table(
+    steps: Sequence[StepStatus], points: SweepPoints | None, label: str
+) -> list[str]:
     """One row per step; with repeated trials QPS is their median, with its 95% interval
     and CV beside it."""
     trials = has_trials(steps)
@@ -222,12 +95,12 @@ def _workload_table(steps: Sequence[StepStatus], verdict: _Verdict | None, label
     ]
     for step in steps:
         errors = "—" if step.errors_per_sec is None else f"{step.errors_per_sec:,.2f}"
-        qps = _rate(step.qps)
+        qps = rate(step.qps)
         if trials:
             qps += " | " + " | ".join(trial_cells(step))
         lines.append(
-            f"| {step.threads} | {qps} | {_rate(step.tps)} | "
-            f"{_ms(_latency(step))} | {errors} | {_step_notes(step, verdict)} |"
+            f"| {step.threads} | {qps} | {rate(step.tps)} | "
+            f"{ms(latency(step))} | {errors} | {_step_notes(step, points)} |"
         )
     return lines
 
@@ -240,8 +113,8 @@ def _compare_table(
     keys = list(mine) + [k for k in theirs if k not in mine]
     order = {w: i for i, w in enumerate(dict.fromkeys(w for w, _ in keys))}
     keys.sort(key=lambda k: (order[k[0]], k[1]))
-    label = f"p{_percentile(status.steps or other.steps)}"
-    a, b = _cell(name), _cell(other_name)
+    label = f"p{percentile(status.steps or other.steps)}"
+    a, b = cell(name), cell(other_name)
     lines = [
         f"## Compared with {b}",
         "",
@@ -254,100 +127,12 @@ def _compare_table(
     for key in keys:
         x, y = mine.get(key), theirs.get(key)
         qx, qy = (x.qps if x else None), (y.qps if y else None)
-        lx, ly = (_latency(x) if x else None), (_latency(y) if y else None)
+        lx, ly = (latency(x) if x else None), (latency(y) if y else None)
         lines.append(
-            f"| {key[0]} | {key[1]} | {_rate(qx)} | {_rate(qy)} | {_delta(qx, qy)} | "
-            f"{_ms(lx)} | {_ms(ly)} | {_delta(lx, ly)} |"
+            f"| {key[0]} | {key[1]} | {rate(qx)} | {rate(qy)} | {delta(qx, qy)} | "
+            f"{ms(lx)} | {ms(ly)} | {delta(lx, ly)} |"
         )
     return lines
-
-
-def _slo(spec: Mapping[str, Any] | None) -> float | None:
-    value = get_path(spec, "slo", "latencyMs")
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-@dataclass(frozen=True)
-class Context:
-    """What a reader needs before the numbers: which system, when, with what load."""
-
-    what: list[str]
-    how: list[str]
-
-
-def run_context(run: BenchmarkRunStatus, spec: Mapping[str, Any] | None) -> Context:
-    """The run's context from its spec (when the source had one) and its status."""
-    what: list[str] = []
-    name, ns = get_path(spec, "cluster", "name"), get_path(spec, "cluster", "namespace")
-    host, port = get_path(spec, "target", "host"), get_path(spec, "target", "port")
-    if name:
-        what.append(f"cluster {ns}/{name}" if ns else f"cluster {name}")
-    elif host:
-        what.append(f"target {host}:{port or 4000}")
-    env = run.environment
-    if env is not None and env.tidb_version:
-        what.append(f"TiDB {env.tidb_version}")
-    elif env is not None and env.server_version:
-        what.append(f"server {env.server_version} (not TiDB)")
-    else:
-        what.append("TiDB version not recorded")
-    if run.started_at is not None:
-        what.append(run.started_at.strftime("%Y-%m-%d %H:%M UTC"))
-    sysbench = (env.sysbench_version if env else None) or next(
-        (s.sysbench_version for s in run.steps if s.sysbench_version), None
-    )
-    if sysbench:
-        what.append(f"sysbench {sysbench}")
-    what.append(f"phase {run.phase}")
-
-    how: list[str] = []
-    if spec is None:
-        how.append("no spec in this source: dataset, clients and SLO unknown")
-        clients = max((s.clients or 1 for s in run.steps), default=None)
-        if clients:
-            how.append(f"{clients} client{'s' if clients > 1 else ''}")
-        return Context(what, how)
-    if isinstance(get_path(spec, "dataset"), Mapping):
-        tables = get_path(spec, "dataset", "tables") or 1
-        size = get_path(spec, "dataset", "tableSize") or 10000
-        how.append(f"dataset {tables} table{'s' if tables != 1 else ''} × {size:,} rows")
-    else:
-        how.append("dataset not recorded")
-    clients = get_path(spec, "clients") or 1
-    how.append(f"{clients} client pod{'s' if clients != 1 else ''}, threads per client")
-    duration, warmup = get_path(spec, "durationSeconds"), get_path(spec, "warmupSeconds")
-    if duration:
-        how.append(f"{duration} s per step" + (f" after {warmup} s warm-up" if warmup else ""))
-    percentile = get_path(spec, "percentile") or DEFAULT_PERCENTILE
-    slo = _slo(spec)
-    how.append(f"SLO p{percentile} ≤ {slo:g} ms" if slo is not None else "no SLO set")
-    return Context(what, how)
-
-
-# --------------------------------------------------------------------------- references
-
-
-@dataclass(frozen=True)
-class _RefRow:
-    """A published number with its label (R1, R2, ...) and the reference it belongs to."""
-
-    label: str
-    reference: Reference
-    row: ReferenceResult
-
-
-def _ref_rows(references: Sequence[Reference]) -> list[_RefRow]:
-    return [
-        _RefRow(f"R{i + 1}", ref, row) for i, ref in enumerate(references) for row in ref.results
-    ]
-
-
-def _amount(value: float | tuple[float, float] | None) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, tuple):
-        return f"{_rate(value[0])}–{_rate(value[1])}"
-    return _rate(value)
 
 
 def _against(mine: float | None, theirs: float | tuple[float, float] | None) -> str:
@@ -357,15 +142,15 @@ def _against(mine: float | None, theirs: float | tuple[float, float] | None) -> 
     if isinstance(theirs, tuple):
         low, high = theirs
         if mine < low:
-            return f"{_delta(mine, low)} below the range"
+            return f"{delta(mine, low)} below the range"
         if mine > high:
-            return f"{_delta(mine, high)} above the range"
+            return f"{delta(mine, high)} above the range"
         return "within the range"
-    return _delta(mine, theirs)
+    return delta(mine, theirs)
 
 
 def _reference_tables(
-    run: BenchmarkRunStatus, references: Sequence[Reference], verdicts: dict[str, _Verdict]
+    run: BenchmarkRunStatus, references: Sequence[Reference], points: dict[str, SweepPoints]
 ) -> list[str]:
     workloads = {s.workload for s in run.steps}
     lines = [
@@ -378,9 +163,9 @@ def _reference_tables(
     mine = {(s.workload, s.threads): s for s in run.steps if s.qps is not None}
     for ref_index, ref in enumerate(references):
         label = f"R{ref_index + 1}"
-        lines += [f"### {label}: {_cell(ref.name)}", "", f"Source: {_cell(ref.source)}"]
+        lines += [f"### {label}: {cell(ref.name)}", "", f"Source: {cell(ref.source)}"]
         if ref.conditions:
-            lines += ["", f"Conditions: {_cell(ref.conditions)}"]
+            lines += ["", f"Conditions: {cell(ref.conditions)}"]
         lines += [
             "",
             "| workload | threads | published QPS | published TPS | published latency (ms) "
@@ -393,31 +178,31 @@ def _reference_tables(
                 skipped += 1
                 continue
             step = mine.get((row.workload, row.threads)) if row.threads else None
-            verdict = verdicts.get(row.workload)
+            sweep = points.get(row.workload)
             if step is not None:
-                ours = f"{_rate(step.qps)} QPS, {_rate(step.tps)} TPS at {step.threads} threads"
+                ours = f"{rate(step.qps)} QPS, {rate(step.tps)} TPS at {step.threads} threads"
                 qps, tps = step.qps, step.tps
-            elif verdict is not None and verdict.peak_qps is not None:
+            elif sweep is not None and sweep.peak_qps is not None:
                 peak = next(
                     (
                         s
                         for s in run.steps
-                        if s.workload == row.workload and s.threads == verdict.peak_threads
+                        if s.workload == row.workload and s.threads == sweep.peak_threads
                     ),
                     None,
                 )
-                qps, tps = verdict.peak_qps, peak.tps if peak else None
-                ours = f"peak {_rate(qps)} QPS, {_rate(tps)} TPS at {verdict.peak_threads} threads"
+                qps, tps = sweep.peak_qps, peak.tps if peak else None
+                ours = f"peak {rate(qps)} QPS, {rate(tps)} TPS at {sweep.peak_threads} threads"
             else:
                 qps = tps = None
                 ours = "no finished step"
             versus = (
                 _against(qps, row.qps) if row.qps is not None else _against(tps, row.tps) + " (TPS)"
             )
-            latency = "—" if row.latency_ms is None else f"p{row.percentile} {_ms(row.latency_ms)}"
+            latency = "—" if row.latency_ms is None else f"p{row.percentile} {ms(row.latency_ms)}"
             lines.append(
-                f"| {row.workload} | {row.threads or '—'} | {_amount(row.qps)} | "
-                f"{_amount(row.tps)} | {latency} | {_cell(ours)} | {versus} |"
+                f"| {row.workload} | {row.threads or '—'} | {amount(row.qps)} | "
+                f"{amount(row.tps)} | {latency} | {cell(ours)} | {versus} |"
             )
         if skipped:
             lines += ["", f"({skipped} published row(s) for workloads this run did not measure.)"]
@@ -428,38 +213,29 @@ def _reference_tables(
 # --------------------------------------------------------------------------- markdown
 
 
-def render_markdown(
-    run_name: str,
-    status: StatusLike,
-    compare: tuple[str, StatusLike] | None = None,
-    *,
-    spec: Mapping[str, Any] | None = None,
-    references: Sequence[Reference] = (),
-) -> str:
+def render_markdown(report: RunReport) -> str:
     """The run as Markdown: its context, per workload a step table and summary lines;
     optionally a side-by-side comparison with another run (deltas in % per workload and
     threads) and with published numbers (their source beside them)."""
-    run = _as_status(status)
-    lines = [f"# BenchmarkRun {_cell(run_name)}", ""]
-    context = run_context(run, spec)
-    lines += [_cell(", ".join(context.what)), "", _cell(", ".join(context.how)), ""]
+    run = report.status
+    lines = [f"# BenchmarkRun {cell(report.name)}", ""]
+    context = report.context
+    lines += [cell(", ".join(context.what)), "", cell(", ".join(context.how)), ""]
     if run.summary is not None and run.summary.headline:
-        lines += [_cell(run.summary.headline), ""]
-    groups = _by_workload(run.steps)
+        lines += [cell(run.summary.headline), ""]
+    groups = by_workload(run.steps)
     if not groups:
         lines += ["No steps recorded.", ""]
-    verdicts = _verdicts(run, spec)
     for workload, steps in groups.items():
-        label = f"p{_percentile(steps)}"
-        verdict = verdicts.get(workload)
+        label = f"p{percentile(steps)}"
+        points = report.points.get(workload)
         lines += [f"## {workload}", ""]
-        lines += _workload_table(steps, verdict, label)
-        lines += ["", *_summary_lines(verdict, label, steps, spec), ""]
+        lines += _workload_table(steps, points, label)
+        lines += ["", *_summary_lines(points, label, steps, report.has_spec), ""]
     lines += regression_lines(run)
-    if compare is not None:
-        other_name, other_status = compare
-        lines += _compare_table(run_name, run, other_name, _as_status(other_status))
+    if report.compare is not None:
+        lines += _compare_table(report.name, run, report.compare.name, report.compare.status)
         lines.append("")
-    if references:
-        lines += _reference_tables(run, references, verdicts)
+    if report.references:
+        lines += _reference_tables(run, report.references, report.points)
     return "\n".join(lines)

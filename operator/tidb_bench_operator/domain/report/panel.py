@@ -1,6 +1,6 @@
 """One workload's panel of the report chart: QPS, TPS (transactional workloads) and latency
 stacked over one log2 axis of threads, with the SLO, verdicts, failed and invalid steps, the
-compared run and published numbers (domain/report_chart.py puts the panels together)."""
+compared run and published numbers (chart.py puts the panels together)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ from xml.sax.saxutils import quoteattr
 
 from tidb_bench_operator.domain.api.run_status import StepStatus
 from tidb_bench_operator.domain.report import svg
-from tidb_bench_operator.domain.report.markdown import (
-    _latency,
-    _ms,
-    _percentile,
-    _RefRow,
-    _Verdict,
+from tidb_bench_operator.domain.report.format import ms, rate
+from tidb_bench_operator.domain.report.model import (
+    RefRow,
+    SweepPoints,
+    is_failed,
+    latency,
+    percentile,
 )
 from tidb_bench_operator.domain.report.references import (
     REF_COLOUR,
@@ -25,7 +26,6 @@ from tidb_bench_operator.domain.report.references import (
 )
 from tidb_bench_operator.domain.report.stats import has_trials, interval_marks
 from tidb_bench_operator.domain.report.stats import qps_top as trials_top
-from tidb_bench_operator.domain.report.stats import rate as _rate
 
 WIDTH = 760
 PLOT_LEFT = 84
@@ -44,21 +44,20 @@ TPS_WORTH_DRAWING = 1.5
 
 
 @dataclass
-class _PanelInput:
+class PanelInput:
+    """What one panel draws: a workload's steps and points, the SLO, the compared run's
+    steps of the workload and the published numbers for it."""
+
     workload: str
     steps: list[StepStatus]
-    verdict: _Verdict | None
+    points: SweepPoints | None
     slo: float | None
     other_name: str | None = None
     other: list[StepStatus] = field(default_factory=list)
-    refs: list[_RefRow] = field(default_factory=list)
+    refs: list[RefRow] = field(default_factory=list)
 
 
-def _is_failed(step: StepStatus) -> bool:
-    return step.phase == "Failed"
-
-
-def _draws_tps(data: _PanelInput) -> bool:
+def _draws_tps(data: PanelInput) -> bool:
     ratios = [s.qps / s.tps for s in data.steps + data.other if s.qps and s.tps and s.tps > 0]
     if ratios and max(ratios) >= TPS_WORTH_DRAWING:
         return True
@@ -133,14 +132,14 @@ PANEL_BOTTOM = 62  # tick labels, step states, axis title and notes below the la
 SLO_STRETCH_LIMIT = 3.0
 
 
-def _panel_height(data: _PanelInput) -> float:
+def panel_height(data: PanelInput) -> float:
     plots = QPS_PLOT_HEIGHT + LATENCY_PLOT_HEIGHT + PLOT_GAP
     if _draws_tps(data):
         plots += TPS_PLOT_HEIGHT + PLOT_GAP
     return PANEL_TOP + plots + PANEL_BOTTOM + 12
 
 
-def _plots(data: _PanelInput, top: float, label: str) -> list[_Plot]:
+def _plots(data: PanelInput, top: float, label: str) -> list[_Plot]:
     steps_all = data.steps + data.other
     draws_tps = _draws_tps(data)
     y = top + PANEL_TOP
@@ -157,7 +156,7 @@ def _plots(data: _PanelInput, top: float, label: str) -> list[_Plot]:
             "circle",
             svg.LinearScale(tuple(svg.nice_ticks(qps_top * 1.08)), y + QPS_PLOT_HEIGHT, y),
             lambda s: s.qps,
-            _rate,
+            rate,
         )
     ]
     y += QPS_PLOT_HEIGHT + PLOT_GAP
@@ -171,12 +170,12 @@ def _plots(data: _PanelInput, top: float, label: str) -> list[_Plot]:
                 "triangle",
                 svg.LinearScale(tuple(svg.nice_ticks(tps_top * 1.08)), y + TPS_PLOT_HEIGHT, y),
                 lambda s: s.tps,
-                _rate,
+                rate,
             )
         )
         y += TPS_PLOT_HEIGHT + PLOT_GAP
     lat_top = max(
-        [_latency(s) or 0.0 for s in steps_all]
+        [latency(s) or 0.0 for s in steps_all]
         + [r.row.latency_ms or 0.0 for r in data.refs if r.row.threads]
     )
     if data.slo is not None and (lat_top == 0 or data.slo <= lat_top * SLO_STRETCH_LIMIT):
@@ -188,18 +187,18 @@ def _plots(data: _PanelInput, top: float, label: str) -> list[_Plot]:
             LATENCY_COLOUR,
             "square",
             svg.LinearScale(tuple(svg.nice_ticks(lat_top * 1.08)), y + LATENCY_PLOT_HEIGHT, y),
-            _latency,
-            _ms,
+            latency,
+            ms,
         )
     )
     return plots
 
 
-def _panel(data: _PanelInput, top: float) -> list[str]:
+def draw_panel(data: PanelInput, top: float) -> list[str]:
     """One workload: QPS, TPS (transactional workloads) and latency stacked, one log2 axis
     of threads shared by all three."""
     steps, other = data.steps, data.other
-    label = f"p{_percentile(steps or other)}"
+    label = f"p{percentile(steps or other)}"
     plots = _plots(data, top, label)
     first, last = plots[0].scale, plots[-1].scale
     all_threads = [s.threads for s in steps + other] + [
@@ -294,13 +293,13 @@ def _panel(data: _PanelInput, top: float) -> list[str]:
             )
 
     # Peak, recommended and knee: a vertical line through all plots, named above.
-    verdict = data.verdict
-    if verdict is not None:
+    points = data.points
+    if points is not None:
         marks: dict[int, list[str]] = {}
         candidates: tuple[tuple[str, int | None], ...] = (
-            ("peak", verdict.peak_threads),
-            ("recommended", verdict.recommended_threads if verdict.slo_known else None),
-            ("knee", verdict.saturation_threads),
+            ("peak", points.peak_threads),
+            ("recommended", points.recommended_threads if points.slo_known else None),
+            ("knee", points.saturation_threads),
         )
         for name, at in candidates:
             if at is not None:
@@ -360,7 +359,7 @@ def _panel(data: _PanelInput, top: float) -> list[str]:
                 hollow = compared or step.valid is False
                 out.append(svg.marker(x, y, colour, plot.shape, hollow=hollow, tooltip=tip))
                 if not compared:
-                    shown = svg.short_number(value) if plot.kind != "latency" else _ms(value)
+                    shown = svg.short_number(value) if plot.kind != "latency" else ms(value)
                     out.append(
                         svg.text(
                             x + 6, y - 7, shown, fill=colour, font_size="10", **{"class": "value"}
@@ -375,7 +374,7 @@ def _panel(data: _PanelInput, top: float) -> list[str]:
     # Failed and invalid steps stay on the axis, named under their thread count.
     for step in steps:
         x = x_at(step.threads)
-        if _is_failed(step):
+        if is_failed(step):
             why = "; ".join(step.notes) or "the step failed"
             for plot in plots:
                 out.append(
@@ -412,7 +411,7 @@ def _panel(data: _PanelInput, top: float) -> list[str]:
         notes.append("QPS: median of the trials (dots), bar: 95% interval of the mean")
     if any(s.valid is False for s in steps):
         notes.append("hollow marker, dotted line: invalid step")
-    if any(_is_failed(s) for s in steps):
+    if any(is_failed(s) for s in steps):
         notes.append("✕ on the axis: failed step (no number; no line drawn across it)")
     if notes:
         out.append(

@@ -1,4 +1,4 @@
-"""Published numbers on a report panel (`--compare REFERENCE.yaml`, domain/reference.py):
+"""Published numbers on a report panel (`--compare REFERENCE.yaml`, reference.py):
 at a thread count a diamond (a bar for a range), without one a band or line across."""
 
 from __future__ import annotations
@@ -7,13 +7,14 @@ import html
 from collections.abc import Mapping, Sequence
 
 from tidb_bench_operator.domain.report import svg
-from tidb_bench_operator.domain.report.markdown import _amount, _RefRow
+from tidb_bench_operator.domain.report.format import amount
+from tidb_bench_operator.domain.report.model import RefRow
 
 REF_COLOUR = "#9467bd"
 
 
 def reference_points(
-    ref: _RefRow,
+    ref: RefRow,
     x_at: svg.LogScale,
     scales: Mapping[str, svg.LinearScale],
     label: str,
@@ -30,7 +31,7 @@ def reference_points(
         if value is None or scale is None:
             continue
         unit = {"qps": "QPS", "tps": "TPS", "latency": f"ms {label}"}[kind]
-        tip = f"{ref.label} {ref.reference.name}: {_amount(value)} {unit} at {row.threads} threads"
+        tip = f"{ref.label} {ref.reference.name}: {amount(value)} {unit} at {row.threads} threads"
         if isinstance(value, tuple):
             out.append(
                 svg.line(x, scale(value[0]), x, scale(value[1]), REF_COLOUR, stroke_width="3")
@@ -48,7 +49,7 @@ def reference_points(
 
 
 def reference_spans(
-    refs: Sequence[_RefRow],
+    refs: Sequence[RefRow],
     qps_y: svg.LinearScale,
     tps_y: svg.LinearScale | None,
     left: float,
@@ -65,9 +66,7 @@ def reference_spans(
                 continue
             low, high = value if isinstance(value, tuple) else (value, value)
             y_low, y_high = scale(low), scale(high)
-            tip = (
-                f"{ref.label} {ref.reference.name}: {_amount(value)} {unit}, threads not published"
-            )
+            tip = f"{ref.label} {ref.reference.name}: {amount(value)} {unit}, threads not published"
             if high > low:
                 out.append(
                     f'<rect class="reference-band" x="{left}" y="{svg.num(y_high)}" '

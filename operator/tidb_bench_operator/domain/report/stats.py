@@ -9,16 +9,10 @@ from collections.abc import Callable, Sequence
 from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus, StepStatus
 from tidb_bench_operator.domain.api.verdicts import StepVerdict
 from tidb_bench_operator.domain.report import svg
+from tidb_bench_operator.domain.report.format import rate
 
 #: Colour of the trial dots and interval bars (the QPS colour, lighter).
 TRIAL_COLOUR = "#6f9fd8"
-
-
-def rate(value: float | None) -> str:
-    """QPS/TPS as people write them (docs/field-story.md): thousands separators, decimals < 100."""
-    if value is None:
-        return "—"
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}"
 
 
 def has_trials(steps: Sequence[StepStatus]) -> bool:

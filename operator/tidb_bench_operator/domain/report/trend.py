@@ -1,17 +1,19 @@
 """`tidb-bench report` for a BenchmarkSchedule: its history as a table, and per step a trend
 chart of QPS night by night (each valid trial a dot, the step's median a line) with the
-change points found over the history (domain/trend.py) marked where the level moved."""
+change points found over the history (domain/stats/trend.py) marked where the level moved."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 from xml.sax.saxutils import quoteattr
 
-from tidb_bench_operator.domain.api.schedule import BenchmarkScheduleStatus, HistoryEntry
+from tidb_bench_operator.domain.api.results import StepKey
+from tidb_bench_operator.domain.api.schedule import HistoryEntry
 from tidb_bench_operator.domain.api.verdicts import StepChangePoint
 from tidb_bench_operator.domain.report import svg
-from tidb_bench_operator.domain.report.stats import TRIAL_COLOUR, rate
+from tidb_bench_operator.domain.report.format import cell, rate
+from tidb_bench_operator.domain.report.model import ScheduleReport
+from tidb_bench_operator.domain.report.stats import TRIAL_COLOUR
 from tidb_bench_operator.domain.stats.trend import describe_change_point
 
 WIDTH = 760
@@ -20,21 +22,6 @@ PANEL_HEIGHT = 200
 PLOT_TOP, PLOT_HEIGHT = 46, 110
 LINE_COLOUR = "#1f77b4"
 CHANGE_COLOUR = "#d62728"
-
-StepKey = tuple[str, int]
-
-
-def schedule_status(value: BenchmarkScheduleStatus | Mapping[str, Any]) -> BenchmarkScheduleStatus:
-    """The status from the model, its camelCase dict, or a whole BenchmarkSchedule dict."""
-    if isinstance(value, BenchmarkScheduleStatus):
-        return value
-    if isinstance(value.get("status"), Mapping) and "history" not in value:
-        value = value["status"]
-    return BenchmarkScheduleStatus.model_validate(value)
-
-
-def _cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").strip()
 
 
 def _series(history: Sequence[HistoryEntry]) -> dict[StepKey, list[tuple[int, HistoryEntry]]]:
@@ -46,15 +33,16 @@ def _series(history: Sequence[HistoryEntry]) -> dict[StepKey, list[tuple[int, Hi
     return found
 
 
-def render_schedule_markdown(name: str, status: BenchmarkScheduleStatus) -> str:
+def render_schedule_markdown(report: ScheduleReport) -> str:
     """The schedule's latest verdict, its change points and its history, oldest first."""
-    lines = [f"# BenchmarkSchedule {_cell(name)}", ""]
+    status = report.status
+    lines = [f"# BenchmarkSchedule {cell(report.name)}", ""]
     if status.verdict:
         latest = status.last_successful_run or "the latest successful run"
-        lines += [f"Latest verdict: **{_cell(status.verdict)}** ({_cell(latest)}).", ""]
+        lines += [f"Latest verdict: **{cell(status.verdict)}** ({cell(latest)}).", ""]
     lines += ["## Change points", ""]
     if status.change_points:
-        lines += [f"- {_cell(describe_change_point(p))}" for p in status.change_points]
+        lines += [f"- {cell(describe_change_point(p))}" for p in status.change_points]
     else:
         lines.append("None found over the history kept (spec.regression.trendRuns).")
     lines += [
@@ -71,8 +59,8 @@ def render_schedule_markdown(name: str, status: BenchmarkScheduleStatus) -> str:
             for s in entry.steps
         )
         lines.append(
-            f"| {number} | {_cell(entry.name)} | {finished} | {entry.outcome} | "
-            f"{entry.verdict or '—'} | {rate(entry.peak_qps)} | {_cell(steps) or '—'} |"
+            f"| {number} | {cell(entry.name)} | {finished} | {entry.outcome} | "
+            f"{entry.verdict or '—'} | {rate(entry.peak_qps)} | {cell(steps) or '—'} |"
         )
     if not status.history:
         lines.append("| | — | | | | | no finished runs yet |")
@@ -161,12 +149,13 @@ def _panel(
     return out
 
 
-def render_schedule_svg(name: str, status: BenchmarkScheduleStatus) -> str:
+def render_schedule_svg(report: ScheduleReport) -> str:
     """A self-contained SVG: per step a trend panel (runs oldest first, numbered as in the
     history table), trials as dots, the median as the line, change points as red lines."""
+    status = report.status
     series = _series(status.history)
     runs = len(status.history)
-    title = f"BenchmarkSchedule {name}: QPS per run"
+    title = f"{report.title}: QPS per run"
     body = [
         svg.text(WIDTH / 2, 28, title, text_anchor="middle", font_size="17", font_weight="bold")
     ]
