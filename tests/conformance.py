@@ -16,10 +16,10 @@ if TYPE_CHECKING:
     from tidb_bench_operator.reconcile.run import RunKube
     from tidb_bench_operator.reconcile.run.gate import ClusterReader
     from tidb_bench_operator.reconcile.schedule.reconciler import ScheduleKube
-    from unit.test_gate import InMemoryKube
-    from unit.test_schedule_reconciler import Clock
-    from unit.test_schedule_reconciler import ScheduleKube as FakeScheduleKube
-    from unit.test_wiring import Discovery as FakeDiscovery
+    from unit.controller.test_wiring import Discovery as FakeDiscovery
+    from unit.reconcile.run.test_gate import InMemoryKube
+    from unit.reconcile.schedule.test_reconciler import Clock
+    from unit.reconcile.schedule.test_reconciler import ScheduleKube as FakeScheduleKube
 
     def _fakes_conform(clock: Clock) -> None:
         run_kube: RunKube = FakeKube()

@@ -489,7 +489,7 @@ def test_a_finished_run_whose_status_cannot_be_read_is_neither_recorded_nor_dele
 
 
 def test_the_gitops_example_is_a_valid_schedule_that_fires_at_two_in_shanghai() -> None:
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[4]
     doc = yaml.safe_load(
         (root / "examples/gitops/benchmarks/nightly-point-select.yaml").read_text()
     )
