@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from testbed.clocks import SecondsClock
 from tidb_bench_operator.controller.driver import SCHEDULE_RESYNC_SECONDS, Driver, Key
 from tidb_bench_operator.domain.manifests import LABEL_SCHEDULE
 from tidb_bench_operator.domain.queue import ADMITTED, QueueEntry, Turn, queue_entry
@@ -125,14 +126,6 @@ class Schedules:
         return ScheduleOutcome(status={}, next_time=nxt)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def world() -> World:
     return World()
@@ -140,8 +133,8 @@ def world() -> World:
 
 def make(
     world: World, runs: Runs | None = None, schedules: Schedules | None = None
-) -> tuple[Driver, Clock]:
-    clock = Clock()
+) -> tuple[Driver, SecondsClock]:
+    clock = SecondsClock()
     driver = Driver(
         runs=runs or Runs(), schedules=schedules or Schedules(None), kube=world,
         clock=clock, wall=lambda: NOW,

@@ -15,7 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from testbed.fake_kube import FakeClock, FakeKube
+from testbed.fake_kube import FakeClock, FakeKube, merge_patch
 from tidb_bench_operator.domain.api.results import Latency, StepResult
 from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 from tidb_bench_operator.domain.api.runner_message import SERIES_MARKER
@@ -181,19 +181,6 @@ class ScriptedPreflight:
             tidb_version="v8.1.0",
             server_version="8.0.11-TiDB-v8.1.0",
         )
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386, as the API server applies kopf's status patch (null removes a key)."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
 
 
 class Bed:

@@ -11,6 +11,7 @@ from typing import Any
 import pymysql.err
 import pytest
 
+from testbed.fake_kube import FakeKube
 from testbed.fake_pd import FakePD
 from tidb_bench_operator.adapters.pd import HTTPPDClient
 from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
@@ -41,13 +42,6 @@ REGION_COLUMNS = [
 
 
 # --- an in-memory cluster ------------------------------------------------------------------------
-
-
-def node(
-    name: str, labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None
-) -> dict[str, Any]:
-    meta = {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}}
-    return {"metadata": meta, "spec": {"taints": taints or []}}
 
 
 def db_pod(name: str, component: str, node_name: str, instance: str = "basic") -> dict[str, Any]:
@@ -90,73 +84,16 @@ def field_note_cluster_pods(tikv3_node: str = "node1") -> list[dict[str, Any]]:
     return pods
 
 
-def _matches(labels: dict[str, str], selector: str) -> bool:
-    """`k=v` and `k in (a,b)` terms, comma-separated, as Kubernetes label selectors read."""
-    for term in re.findall(r"[^,()]+ in \([^)]*\)|[^,]+", selector):
-        term = term.strip()
-        if " in (" in term:
-            key, values = term.split(" in (", 1)
-            if labels.get(key.strip()) not in {v.strip() for v in values.rstrip(")").split(",")}:
-                return False
-        else:
-            key, value = term.split("=", 1)
-            if labels.get(key) != value:
-                return False
-    return True
-
-
-class InMemoryKube:
-    """The three reads of adapters.k8s.Kube over plain dicts; records what it was asked."""
-
-    def __init__(
-        self,
-        nodes: list[dict[str, Any]],
-        pods: list[dict[str, Any]],
-        tidb_clusters: list[dict[str, Any]] | None = None,
-        *,
-        nodes_error: Exception | None = None,
-    ) -> None:
-        self._nodes = nodes
-        self._pods = pods
-        self._tcs = tidb_clusters or []
-        self._nodes_error = nodes_error
-        self.asked: list[str] = []
-
-    def nodes(self) -> list[dict[str, Any]]:
-        self.asked.append("nodes")
-        if self._nodes_error is not None:
-            raise self._nodes_error
-        return list(self._nodes)
-
-    def pods(self, namespace: str | None, selector: str) -> list[dict[str, Any]]:
-        self.asked.append(f"pods {namespace} {selector}")
-        return [
-            p
-            for p in self._pods
-            if (namespace is None or p["metadata"]["namespace"] == namespace)
-            and _matches(p["metadata"].get("labels", {}), selector)
-        ]
-
-    def tidb_cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
-        self.asked.append(f"tidbcluster {namespace}/{name}")
-        for tc in self._tcs:
-            if tc["metadata"]["namespace"] == namespace and tc["metadata"]["name"] == name:
-                return tc
-        return None
-
-    def v2_cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
-        self.asked.append(f"cluster {namespace}/{name}")
-        return None
-
-    def v2_groups(self, namespace: str) -> list[dict[str, Any]]:
-        return []
-
-
-def field_note_kube(tikv3_node: str = "node1") -> InMemoryKube:
+def field_note_kube(tikv3_node: str = "node1") -> FakeKube:
     bench_taint = {"key": "tidbbench.io/bench-node", "value": "true", "effect": "NoSchedule"}
-    nodes = [node(f"node{i}", DB_NODE_LABEL) for i in (1, 2, 3)]
-    nodes.append(node("bench1", BENCH_LABEL, [bench_taint]))
-    return InMemoryKube(nodes, field_note_cluster_pods(tikv3_node), [tidb_cluster()])
+    kube = FakeKube()
+    for i in (1, 2, 3):
+        kube.add_node(f"node{i}", DB_NODE_LABEL, [])
+    kube.add_node("bench1", BENCH_LABEL, [bench_taint])
+    for pod in field_note_cluster_pods(tikv3_node):
+        kube.add_pod(pod)
+    kube.add_tidb_cluster(tidb_cluster())
+    return kube
 
 
 # --- PD ------------------------------------------------------------------------------------------
@@ -491,7 +428,7 @@ def test_no_pd_address_fails_the_pd_checks_saying_how_to_give_one() -> None:
 def test_a_failing_api_server_fails_only_the_kubernetes_checks(fake_pd: FakePD) -> None:
     fake_pd.set_body("/pd/api/v1/stores", balanced_stores_body())
     kube = field_note_kube()
-    kube._nodes_error = ConnectionResetError(104, "Connection reset by peer")
+    kube.nodes_error = ConnectionResetError(104, "Connection reset by peer")
     outcome = run_preflight(
         make_spec(), "bench", kube=kube, pd=HTTPPDClient(fake_pd.url), db=FakeDatabase().factory()
     )
