@@ -31,7 +31,16 @@ from testbed.deploy import (
     status_code,
     uninstall,
 )
-from testbed.runs import GROUP, PLURAL, VERSION, create_run, jobs_of, run_events, run_manifest
+from testbed.runs import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    add_db_secret,
+    create_run,
+    jobs_of,
+    run_events,
+    run_manifest,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -136,13 +145,7 @@ def bad_ns(
     install(testbed)
     ns = create_namespace(testbed, "tbbad")
     enable_namespace(testbed, ns)
-    core.create_namespaced_secret(
-        ns,
-        {
-            "metadata": {"name": "db"},
-            "stringData": {"user": str(mariadb["user"]), "password": str(mariadb["password"])},
-        },
-    )
+    add_db_secret(core, ns, mariadb)
     kubeconfig = operator_kubeconfig(testbed, tmp_path_factory.mktemp("sa") / "kubeconfig")
     ctl = Controller(
         testbed, kubeconfig, testbed.logs / f"controller-deploy-{ns}.log",

@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from testbed import prometheus
 from testbed.cluster import Testbed
@@ -35,8 +34,15 @@ from testbed.deploy import (
     kubectl,
     uninstall,
 )
-from testbed.kube import wait_for
-from testbed.runs import create_run, example_manifest, get_run, run_manifest, wait_run
+from testbed.kube import namespace_exists, wait_for
+from testbed.runs import (
+    add_db_secret,
+    create_run,
+    example_manifest,
+    get_run,
+    run_manifest,
+    wait_run,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -137,28 +143,12 @@ def run_ns(
     """A namespace the pod watches (pod-*), enabled by deploy/run-namespace, Secret `db`."""
     ns = create_namespace(testbed, "pod")
     enable_namespace(testbed, ns)
-    core.create_namespaced_secret(
-        ns,
-        {
-            "metadata": {"name": "db"},
-            "stringData": {"user": str(mariadb["user"]), "password": str(mariadb["password"])},
-        },
-    )
+    add_db_secret(core, ns, mariadb)
     yield ns
     # Deleted while the pod still runs, so kopf takes its finalizers off the runs (the
     # namespace would stay Terminating otherwise).
     delete_namespace(testbed, ns)
-    wait_for(lambda: not _namespace_exists(core, ns), 90, f"namespace {ns} gone")
-
-
-def _namespace_exists(core: client.CoreV1Api, name: str) -> bool:
-    try:
-        core.read_namespace(name)
-        return True
-    except ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise
+    wait_for(lambda: not namespace_exists(core, ns), 90, f"namespace {ns} gone")
 
 
 def test_the_pod_logs_in_in_cluster_gets_ready_and_a_hung_controller_is_restarted_by_liveness(

@@ -31,21 +31,18 @@ from testbed.deploy import (
     uninstall,
 )
 from testbed.kube import api_client
-from testbed.runs import create_run, example_manifest, jobs_of, run_manifest, wait_run
+from testbed.runs import (
+    add_db_secret,
+    create_run,
+    example_manifest,
+    jobs_of,
+    run_manifest,
+    wait_run,
+)
 
 pytestmark = pytest.mark.e2e
 
 CONTROLLER_ENV = {"TIDB_BENCH_LIVENESS": "", "TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS": "20"}
-
-
-def add_db_secret(core: client.CoreV1Api, namespace: str, mariadb: dict[str, Any]) -> None:
-    core.create_namespaced_secret(
-        namespace,
-        {
-            "metadata": {"name": "db"},
-            "stringData": {"user": str(mariadb["user"]), "password": str(mariadb["password"])},
-        },
-    )
 
 
 def assert_no_permission_errors(log: Path) -> None:

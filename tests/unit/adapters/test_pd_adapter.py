@@ -51,12 +51,6 @@ WHERE = "pd-ctl in pod tidb-cluster/basic-pd-0"
 
 
 @pytest.fixture
-def fake_pd() -> Iterator[FakePD]:
-    with FakePD() as pd:
-        yield pd
-
-
-@pytest.fixture
 def closed_port() -> int:
     """A port nothing listens on: bound once to get a free number, then closed."""
     with socket.socket() as sock:

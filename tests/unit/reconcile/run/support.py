@@ -252,10 +252,21 @@ class Bed:
         The reconcile that sees the dataset ready also starts the first step, so on return
         its Jobs exist and it is Running.
         """
-        self.reconcile_until("Preparing")
-        self.kube.finish_job(NS, f"{self.name}-prepare", PREPARED)
+        self.prepare()
         self.reconcile_until("Running")
         assert self.step(0)["phase"] == "Running", self.status
+
+    def prepare(self) -> None:
+        """Through Pending and Preflight to Preparing; the dataset Job then reports it prepared."""
+        self.reconcile_until("Preparing")
+        self.kube.finish_job(NS, f"{self.name}-prepare", PREPARED)
+
+    def failed_with(self, reason: str) -> JSON:
+        """Assert the run Failed with this reason (its Failed condition); its status."""
+        st = self.status
+        assert st["phase"] == "Failed", st
+        assert self.condition("Failed")["reason"] == reason
+        return st
 
     def condition(self, type_: str) -> JSON:
         return next(c for c in self.status.get("conditions", []) if c["type"] == type_)

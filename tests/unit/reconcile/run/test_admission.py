@@ -44,8 +44,7 @@ def test_an_unknown_spec_field_is_named_in_the_failure() -> None:
 def test_a_missing_secret_fails_with_the_command_that_creates_it() -> None:
     bed = Bed(with_secret=False)
     bed.reconcile()
-    assert bed.status["phase"] == "Failed"
-    assert bed.condition("Failed")["reason"] == "SecretNotFound"
+    bed.failed_with("SecretNotFound")
     assert bed.status["message"] == (
         "spec.credentials.secretRef.name: Secret 'bench-creds' not found in namespace 'bench'; "
         "create it: kubectl -n bench create secret generic bench-creds "
@@ -59,8 +58,7 @@ def test_a_secret_without_the_password_key_fails_naming_the_key_and_the_keys_it_
     bed = Bed(with_secret=False)
     bed.kube.add_secret(NS, SECRET, {"user": "bench", "pass": PASSWORD})
     bed.reconcile()
-    assert bed.status["phase"] == "Failed"
-    assert bed.condition("Failed")["reason"] == "SecretKeyMissing"
+    bed.failed_with("SecretKeyMissing")
     assert bed.status["message"] == (
         "spec.credentials.passwordKey: Secret bench/bench-creds has no key 'password' "
         "(it has: pass, user); add the key or set spec.credentials.passwordKey to one of those"
@@ -81,8 +79,7 @@ def test_custom_secret_keys_are_the_ones_looked_for() -> None:
 def test_a_node_selector_matching_no_node_fails_with_no_bench_node() -> None:
     bed = Bed(run_spec(placement={"nodeSelector": {"tidbbench.io/bench-node": "yes"}}))
     bed.reconcile()
-    assert bed.status["phase"] == "Failed"
-    assert bed.condition("Failed")["reason"] == "NoBenchNode"
+    bed.failed_with("NoBenchNode")
     assert bed.status["message"] == (
         "spec.placement.nodeSelector {tidbbench.io/bench-node=yes} matches no node; label the "
         "dedicated benchmark node: kubectl label node <node> tidbbench.io/bench-node=yes"

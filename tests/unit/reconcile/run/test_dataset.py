@@ -52,8 +52,7 @@ def test_a_failed_prepare_job_fails_the_run_with_the_runners_message() -> None:
         {"v": 1, "ok": False, "kind": "TidbBenchError", "message": "database 'sbtest' does not exist"},
     )  # fmt: skip
     bed.reconcile()
-    assert bed.status["phase"] == "Failed"
-    assert bed.condition("Failed")["reason"] == "DatasetFailed"
+    bed.failed_with("DatasetFailed")
     assert bed.status["message"] == "dataset failed: database 'sbtest' does not exist"
     assert bed.kube.job_names(NS) == []
 

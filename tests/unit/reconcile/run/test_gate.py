@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import re
 import socket
-from collections.abc import Iterator
 from typing import Any
 
 import pymysql.err
@@ -138,10 +137,10 @@ def balanced_stores_body() -> dict[str, Any]:
 
 
 @pytest.fixture
-def fake_pd() -> Iterator[FakePD]:
-    with FakePD() as pd:
-        pd.set_body("/pd/api/v1/stores", field_note_stores_body())
-        yield pd
+def fake_pd(fake_pd: FakePD) -> FakePD:
+    """The shared FakePD (tests/conftest.py) serving the field story's skewed stores."""
+    fake_pd.set_body("/pd/api/v1/stores", field_note_stores_body())
+    return fake_pd
 
 
 @pytest.fixture

@@ -101,8 +101,7 @@ def test_under_abort_a_disturbance_fails_the_run_naming_it_and_deletes_the_jobs(
     pod["status"]["containerStatuses"][0]["restartCount"] = 1
     bed.clock.advance(1)
     bed.reconcile()
-    assert bed.status["phase"] == "Failed"
-    assert bed.condition("Failed")["reason"] == "StepDisturbed"
+    bed.failed_with("StepDisturbed")
     assert (
         "PodRestarted basic-tikv-0: TiKV pod basic-tikv-0 on db-1: restart count 0 → 1"
         in bed.status["message"]

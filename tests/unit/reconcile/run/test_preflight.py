@@ -45,9 +45,7 @@ def test_a_failing_enforced_preflight_waits_rechecks_and_fails_after_its_timeout
 
     bed.clock.advance(56)
     bed.reconcile()
-    st = bed.status
-    assert st["phase"] == "Failed"
-    assert bed.condition("Failed")["reason"] == "PreflightFailed"
+    st = bed.failed_with("PreflightFailed")
     assert st["message"] == (
         "preflight still failing after 61s (timeoutSeconds 60): leader-size-balance: "
         "leader-size-balance is not fair: leader_size 689 vs 120"

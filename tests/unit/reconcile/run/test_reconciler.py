@@ -120,8 +120,7 @@ def test_the_status_patch_holds_only_what_changed() -> None:
 
 def test_reconciling_twice_from_the_same_status_creates_no_duplicate_jobs() -> None:
     bed = Bed(run_spec(clients=2))
-    bed.reconcile_until("Preparing")
-    bed.kube.finish_job(NS, "sweep-prepare", PREPARED)
+    bed.prepare()
     before = copy.deepcopy(bed.body)
 
     bed.reconcile()  # the dataset is ready: Running, and the first step's Jobs
@@ -138,8 +137,7 @@ def test_reconciling_twice_from_the_same_status_creates_no_duplicate_jobs() -> N
 
 def test_a_restart_reuses_the_start_at_of_a_job_created_before_it() -> None:
     bed = Bed(run_spec(clients=2))
-    bed.reconcile_until("Preparing")
-    bed.kube.finish_job(NS, "sweep-prepare", PREPARED)
+    bed.prepare()
     before = copy.deepcopy(bed.body)
     bed.reconcile()  # the dataset is ready: Running, and the first step's Jobs
 
@@ -224,9 +222,7 @@ def test_a_status_edited_by_hand_fails_the_run_naming_the_field_and_deletes_its_
     bed.to_running()
     bed.body["status"]["steps"][0]["threads"] = "many"
     bed.reconcile()
-    st = bed.status
-    assert st["phase"] == "Failed"
-    assert bed.condition("Failed")["reason"] == "InvalidStatus"
+    st = bed.failed_with("InvalidStatus")
     assert st["message"].startswith("status.steps.0.threads: Input should be a valid integer")
     assert "'many'" in st["message"]
     assert bed.kube.job_names(NS) == []
