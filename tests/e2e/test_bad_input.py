@@ -23,11 +23,10 @@ from e2e.conftest import Controller
 from testbed.cluster import REPO_ROOT, Testbed
 from testbed.deploy import (
     RUNNER_SA,
-    create_namespace,
     delete_namespace,
-    enable_namespace,
     install,
     operator_kubeconfig,
+    run_namespace,
     status_code,
     uninstall,
 )
@@ -35,7 +34,6 @@ from testbed.runs import (
     GROUP,
     PLURAL,
     VERSION,
-    add_db_secret,
     create_run,
     jobs_of,
     run_events,
@@ -143,9 +141,7 @@ def bad_ns(
     """An enabled namespace with Secret `db`, watched by the controller as deploy/'s SA."""
     uninstall(testbed)
     install(testbed)
-    ns = create_namespace(testbed, "tbbad")
-    enable_namespace(testbed, ns)
-    add_db_secret(core, ns, mariadb)
+    ns = run_namespace(testbed, "tbbad", mariadb)
     kubeconfig = operator_kubeconfig(testbed, tmp_path_factory.mktemp("sa") / "kubeconfig")
     ctl = Controller(
         testbed, kubeconfig, testbed.logs / f"controller-deploy-{ns}.log",

@@ -20,7 +20,7 @@ from testbed.runs import (
     RunBed,
     assert_quiet,
     create_run,
-    example_manifest,
+    fast_example,
     run_manifest,
 )
 from tidb_bench_operator.domain.manifests import label_value
@@ -32,13 +32,11 @@ pytestmark = pytest.mark.e2e
 def test_an_example_run_goes_pending_running_succeeded_with_real_numbers_in_every_step(
     bed: RunBed, controller: Any, testbed: Testbed
 ) -> None:
-    body = example_manifest(
+    body = fast_example(
         "point-select-sweep.yaml",
         bed.mariadb,
         threads=[1, 2, 4],
-        durationSeconds=3,
         warmupSeconds=1,
-        reportIntervalSeconds=1,
         dataset={"tables": 1, "tableSize": 2000},
         preflight={"policy": "Warn"},
     )
@@ -269,16 +267,7 @@ def test_a_second_run_on_the_same_cluster_waits_for_the_first(bed: RunBed, contr
 def test_the_read_write_example_runs_with_its_ignore_errors_and_extra_args(
     bed: RunBed, controller: Any
 ) -> None:
-    body = example_manifest(
-        "read-write-sweep.yaml",
-        bed.mariadb,
-        threads=[2, 4],
-        durationSeconds=3,
-        warmupSeconds=0,
-        reportIntervalSeconds=1,
-        dataset={"tables": 1, "tableSize": 1000},
-        preflight={"policy": "Warn"},
-    )
+    body = fast_example("read-write-sweep.yaml", bed.mariadb, preflight={"policy": "Warn"})
     bed.create(body)
     run = bed.wait(body["metadata"]["name"], timeout=240)
     assert run["status"]["phase"] == "Succeeded", run["status"].get("message")

@@ -28,17 +28,15 @@ from testbed import prometheus
 from testbed.cluster import Testbed
 from testbed.deploy import (
     SYSTEM_NS,
-    create_namespace,
     delete_namespace,
-    enable_namespace,
     kubectl,
+    run_namespace,
     uninstall,
 )
 from testbed.kube import namespace_exists, wait_for
 from testbed.runs import (
-    add_db_secret,
     create_run,
-    example_manifest,
+    fast_example,
     get_run,
     run_manifest,
     wait_run,
@@ -141,9 +139,7 @@ def run_ns(
     testbed: Testbed, installed: dict[str, Any], core: client.CoreV1Api, mariadb: dict[str, Any]
 ) -> Iterator[str]:
     """A namespace the pod watches (pod-*), enabled by deploy/run-namespace, Secret `db`."""
-    ns = create_namespace(testbed, "pod")
-    enable_namespace(testbed, ns)
-    add_db_secret(core, ns, mariadb)
+    ns = run_namespace(testbed, "pod", mariadb)
     yield ns
     # Deleted while the pod still runs, so kopf takes its finalizers off the runs (the
     # namespace would stay Terminating otherwise).
@@ -197,16 +193,7 @@ def test_the_pod_logs_in_in_cluster_gets_ready_and_a_hung_controller_is_restarte
     assert (pod.status.container_statuses[0].restart_count or 0) == 0
 
     # The example run, served by the pod; the controller hangs (SIGSTOP) while it runs.
-    body = example_manifest(
-        "point-select-sweep.yaml",
-        mariadb,
-        threads=[2, 4],
-        durationSeconds=3,
-        warmupSeconds=0,
-        reportIntervalSeconds=1,
-        dataset={"tables": 1, "tableSize": 1000},
-        preflight={"policy": "Off"},
-    )
+    body = fast_example("point-select-sweep.yaml", mariadb, preflight={"policy": "Off"})
     name = body["metadata"]["name"]
     create_run(api, run_ns, body)
     wait_run(api, run_ns, name, phases=("Running",), timeout=RUN_TIMEOUT)

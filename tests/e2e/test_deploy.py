@@ -22,11 +22,11 @@ from testbed.deploy import (
     SYSTEM_NS,
     create_namespace,
     delete_namespace,
-    enable_namespace,
     install,
     install_namespaced,
     kubectl,
     operator_kubeconfig,
+    run_namespace,
     status_code,
     uninstall,
 )
@@ -34,7 +34,7 @@ from testbed.kube import api_client
 from testbed.runs import (
     add_db_secret,
     create_run,
-    example_manifest,
+    fast_example,
     jobs_of,
     run_manifest,
     wait_run,
@@ -63,9 +63,7 @@ def cluster_install(testbed: Testbed, crds: None) -> Iterator[str]:
 def enabled_ns(
     testbed: Testbed, core: client.CoreV1Api, mariadb: dict[str, Any], cluster_install: str
 ) -> Iterator[str]:
-    ns = create_namespace(testbed, "tbdeploy")
-    enable_namespace(testbed, ns)
-    add_db_secret(core, ns, mariadb)
+    ns = run_namespace(testbed, "tbdeploy", mariadb)
     yield ns
     delete_namespace(testbed, ns)
 
@@ -134,14 +132,11 @@ class TestClusterWideInstall:
         enabled_ns: str,
         operator: Controller,
     ) -> None:
-        body = example_manifest(
+        body = fast_example(
             "point-select-sweep.yaml",
             mariadb,
             threads=[1, 2],
             durationSeconds=2,
-            warmupSeconds=0,
-            reportIntervalSeconds=1,
-            dataset={"tables": 1, "tableSize": 1000},
             preflight={"policy": "Warn"},  # exercises the preflight's reads as this identity
         )
         name = body["metadata"]["name"]

@@ -73,6 +73,13 @@ def succeeded_steps(run: dict[str, Any]) -> list[dict[str, Any]]:
     return list(run["status"]["steps"])
 
 
+def flagged_in_step_two(run: dict[str, Any], what: str) -> list[dict[str, Any]]:
+    """Step 2's disturbances of kind `what`, in a run that succeeded with step 1 undisturbed."""
+    steps = succeeded_steps(run)
+    assert steps[0]["valid"] is True and not steps[0].get("disturbances")
+    return [d for d in steps[1]["disturbances"] if d["what"] == what]
+
+
 def what_of(step: dict[str, Any]) -> list[tuple[str, str]]:
     return [(d["what"], d["object"]) for d in step.get("disturbances") or []]
 
@@ -187,10 +194,8 @@ def test_pending_pd_operators_mid_step_are_a_disturbance(
     time.sleep(3)
     fake_pd.set_body(OPERATORS, "[]\n")
     run = bed.wait("operators", timeout=RUN_TIMEOUT)
-    steps = succeeded_steps(run)
-    found = [d for d in steps[1]["disturbances"] if d["what"] == "PendingOperators"]
+    found = flagged_in_step_two(run, "PendingOperators")
     assert found and found[0]["source"] == "PD" and "5 pending PD operators" in found[0]["message"]
-    assert steps[0]["valid"] is True and not steps[0].get("disturbances")
 
 
 def test_a_store_going_down_mid_step_under_abort_fails_the_run_naming_the_store(
@@ -215,10 +220,8 @@ def test_the_tidbcluster_upgrading_mid_run_is_a_disturbance(
         {"status": {"tikv": {"phase": "Upgrade"}}},
     )  # fmt: skip
     run = bed.wait("upgrade", timeout=RUN_TIMEOUT)
-    steps = succeeded_steps(run)
-    found = [d for d in steps[1]["disturbances"] if d["what"] == "ClusterPhase"]
+    found = flagged_in_step_two(run, "ClusterPhase")
     assert found and found[0]["object"] == "basic" and "Upgrade" in found[0]["message"]
-    assert steps[0]["valid"] is True and not steps[0].get("disturbances")
 
 
 def test_a_neighbour_load_during_one_step_is_a_stall_from_the_interval_series(

@@ -17,8 +17,9 @@ import pytest
 import yaml
 from kubernetes import client
 
+from e2e.conftest import Controller
 from testbed.cluster import Testbed
-from testbed.kube import has_default_service_account, namespace_exists, stop_process, wait_for
+from testbed.kube import delete_namespace, has_default_service_account, namespace_exists, wait_for
 from testbed.runs import add_db_secret, assert_quiet, create_run, get_run, run_manifest, wait_run
 
 pytestmark = pytest.mark.e2e
@@ -51,33 +52,27 @@ def metrics_env(
     wait_for(lambda: has_default_service_account(core, ns), 30, f"ServiceAccount default in {ns}")
     add_db_secret(core, ns, mariadb)
     port = free_port()
-    log = testbed.logs / f"controller-{PREFIX}.log"
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(testbed.kubeconfig),
-        "TIDB_BENCH_METRICS_PORT": str(port),
-        "TIDB_BENCH_LIVENESS": "",
-        "TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS": "20",
-    }
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [TIDB_BENCH, "operator", f"--namespace={PREFIX}-*"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
+    ctl = Controller(
+        testbed,
+        testbed.kubeconfig,
+        testbed.logs / f"controller-{PREFIX}.log",
+        {
+            "TIDB_BENCH_METRICS_PORT": str(port),
+            "TIDB_BENCH_LIVENESS": "",
+            "TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS": "20",
+        },
+        namespaces=(f"{PREFIX}-*",),
+    )
+    ctl.start()
     try:
-        wait_for(lambda: "tidb-bench-operator ready" in log.read_text(), 30, "controller start")
-        assert f"metrics on :{port}/metrics" in log.read_text()
+        assert f"metrics on :{port}/metrics" in ctl.log.read_text()
         yield ns, port
     finally:
         try:
-            core.delete_namespace(ns)
+            delete_namespace(core, ns)
             wait_for(lambda: not namespace_exists(core, ns), 60, f"namespace {ns} gone")
         finally:
-            stop_process(proc, 15)
+            ctl.stop()
 
 
 def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

@@ -52,6 +52,14 @@ def preflight_run(bed: RunBed, name: str, *, pd_url: str | None = None, **spec: 
     bed.create(bed.manifest(name, threads=[2], durationSeconds=2, pd_url=pd_url, **spec))
 
 
+def held_by_pending_operators(bed: RunBed, fake_pd: FakePD, name: str, policy: str) -> None:
+    """PD has a pending operator; then a run whose preflight, under `policy`, allows 120 s."""
+    fake_pd.set_body(OPERATORS, [PENDING_OPERATOR])
+    preflight_run(
+        bed, name, pd_url=fake_pd.url, preflight={"policy": policy, "timeoutSeconds": 120}
+    )
+
+
 class JobWatch:
     """Records every Job event in a namespace from now on (a watch misses nothing, a poll may)."""
 
@@ -142,13 +150,7 @@ def test_a_tikv_pod_on_the_bench_node_fails_isolation_and_no_job_is_ever_created
 def test_pending_operators_hold_the_run_until_they_drain_then_it_proceeds_and_succeeds(
     bed: RunBed, controller: Any, fake_pd: FakePD
 ) -> None:
-    fake_pd.set_body(OPERATORS, [PENDING_OPERATOR])
-    preflight_run(
-        bed,
-        "settling",
-        pd_url=fake_pd.url,
-        preflight={"policy": "Enforce", "timeoutSeconds": 120},
-    )
+    held_by_pending_operators(bed, fake_pd, "settling", "Enforce")
 
     def waiting() -> dict[str, Any] | None:
         run = bed.get("settling")
@@ -207,13 +209,7 @@ def _seconds_between(start: str, end: str) -> float:
 def test_under_warn_pending_operators_are_recorded_and_the_run_proceeds_at_once(
     bed: RunBed, controller: Any, fake_pd: FakePD
 ) -> None:
-    fake_pd.set_body(OPERATORS, [PENDING_OPERATOR])
-    preflight_run(
-        bed,
-        "hasty",
-        pd_url=fake_pd.url,
-        preflight={"policy": "Warn", "timeoutSeconds": 120},
-    )
+    held_by_pending_operators(bed, fake_pd, "hasty", "Warn")
     run = bed.wait("hasty", timeout=RUN_TIMEOUT)
     status = run["status"]
     assert status["phase"] == "Succeeded", status

@@ -189,15 +189,20 @@ def test_tikv_two_one_zero_over_three_zones_with_weights_one_fails_topology_spre
     assert_blocked_only_by(run, "topology-spread")
 
 
+def failure_of_run_on(bed: RunBed, fake_pd: FakePD, name: str, cluster: str) -> dict[str, Any]:
+    """The Failed condition of the v2 example run `name` pointed at `cluster`, once it ended."""
+    body = v2_example_run(bed.mariadb, fake_pd.url)
+    body["metadata"]["name"] = name
+    body["spec"]["cluster"] = {"name": cluster}
+    bed.create(body)
+    run = bed.wait(name, timeout=RUN_TIMEOUT)
+    return next(c for c in run["status"]["conditions"] if c["type"] == "Failed")
+
+
 def test_naming_no_cluster_or_a_name_both_kinds_carry_fails_at_pending_saying_what_to_set(
     bed: RunBed, controller: Any, fake_pd: FakePD
 ) -> None:
-    missing = v2_example_run(bed.mariadb, fake_pd.url)
-    missing["metadata"]["name"] = "nowhere"
-    missing["spec"]["cluster"] = {"name": "nothing"}
-    bed.create(missing)
-    run = bed.wait("nowhere", timeout=RUN_TIMEOUT)
-    failed = next(c for c in run["status"]["conditions"] if c["type"] == "Failed")
+    failed = failure_of_run_on(bed, fake_pd, "nowhere", "nothing")
     assert failed["reason"] == "ClusterNotFound"
     assert failed["message"] == (
         f"spec.cluster.name: neither a TidbCluster nor a Cluster named {bed.namespace}/nothing exists "
@@ -208,12 +213,7 @@ def test_naming_no_cluster_or_a_name_both_kinds_carry_fails_at_pending_saying_wh
     create_v2_standin_cluster(
         bed.api, bed.namespace, "basic", {"pd": StandinGroup("pd", ["node3"])}
     )
-    both = v2_example_run(bed.mariadb, fake_pd.url)
-    both["metadata"]["name"] = "which"
-    both["spec"]["cluster"] = {"name": "basic"}
-    bed.create(both)
-    run = bed.wait("which", timeout=RUN_TIMEOUT)
-    failed = next(c for c in run["status"]["conditions"] if c["type"] == "Failed")
+    failed = failure_of_run_on(bed, fake_pd, "which", "basic")
     assert (failed["reason"], failed["message"]) == (
         "InvalidSpec",
         f"spec.cluster.kind: both a TidbCluster and a Cluster named {bed.namespace}/basic exist (set "

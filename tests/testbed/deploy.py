@@ -21,6 +21,7 @@ from kubernetes.client.rest import ApiException
 from testbed import kube
 from testbed.cluster import REPO_ROOT, Testbed
 from testbed.kube import api_client, has_default_service_account, wait_for
+from testbed.runs import add_db_secret
 
 KUBECTL = "/usr/bin/kubectl"
 DEPLOY = REPO_ROOT / "deploy"
@@ -135,6 +136,14 @@ def create_namespace(tb: Testbed, prefix: str) -> str:
     wait_for(
         lambda: has_default_service_account(core, name), 30, f"ServiceAccount default in {name}"
     )
+    return name
+
+
+def run_namespace(tb: Testbed, prefix: str, mariadb: dict[str, Any]) -> str:
+    """A namespace enabled for runs (deploy/run-namespace) holding the Secret `db`."""
+    name = create_namespace(tb, prefix)
+    enable_namespace(tb, name)
+    add_db_secret(client.CoreV1Api(_admin(tb)), name, mariadb)
     return name
 
 

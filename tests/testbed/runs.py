@@ -82,6 +82,18 @@ def example_manifest(file: str, mariadb: dict[str, Any], **overrides: Any) -> di
     return dict(doc)
 
 
+def fast_example(file: str, mariadb: dict[str, Any], **overrides: Any) -> dict[str, Any]:
+    """`example_manifest` cut to a few seconds: two short steps, no warm-up, a small table."""
+    fast: dict[str, Any] = {
+        "threads": [2, 4],
+        "durationSeconds": 3,
+        "warmupSeconds": 0,
+        "reportIntervalSeconds": 1,
+        "dataset": {"tables": 1, "tableSize": 1000},
+    }
+    return example_manifest(file, mariadb, **{**fast, **overrides})
+
+
 def create_run(api: client.ApiClient, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
     return dict(
         client.CustomObjectsApi(api).create_namespaced_custom_object(
