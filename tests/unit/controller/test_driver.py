@@ -126,6 +126,18 @@ class Schedules:
         return ScheduleOutcome(status={}, next_time=nxt)
 
 
+def nightly_schedule() -> dict[str, Any]:
+    """A BenchmarkSchedule event's object: what the Driver reads of it."""
+    return {
+        "metadata": {
+            "name": "nightly",
+            "namespace": "bench",
+            "generation": 1,
+            "resourceVersion": "5",
+        }
+    }
+
+
 @pytest.fixture
 def world() -> World:
     return World()
@@ -288,14 +300,7 @@ def test_a_deleted_holder_keeps_its_cluster_until_its_pods_are_gone(world: World
 def test_an_idle_schedule_sleeps_until_it_is_due_and_its_runs_wake_it(world: World) -> None:
     schedules = Schedules(next_in=3600 * 24)
     driver, _ = make(world, schedules=schedules)
-    sched = {
-        "metadata": {
-            "name": "nightly",
-            "namespace": "bench",
-            "generation": 1,
-            "resourceVersion": "5",
-        }
-    }
+    sched = nightly_schedule()
     driver.schedule_event("ADDED", sched)
     assert [d for _, d in look_due(driver)] == [SCHEDULE_RESYNC_SECONDS]
     schedules.next_in = 10
@@ -331,14 +336,7 @@ def test_the_loop_runs_due_looks_and_sleeps_until_the_next_deadline(world: World
 
 def test_a_run_finished_by_the_drivers_own_patch_still_wakes_its_schedule(world: World) -> None:
     driver, _ = make(world, schedules=Schedules(next_in=3600))
-    sched = {
-        "metadata": {
-            "name": "nightly",
-            "namespace": "bench",
-            "generation": 1,
-            "resourceVersion": "5",
-        }
-    }
+    sched = nightly_schedule()
     driver.schedule_event("ADDED", sched)
     world.add("nightly-1", labels={LABEL_SCHEDULE: "nightly"}, phase="Running")
     event(driver, world, "nightly-1", "ADDED")

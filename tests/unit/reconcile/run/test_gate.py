@@ -11,7 +11,7 @@ import pymysql.err
 import pytest
 
 from testbed.fake_kube import FakeKube
-from testbed.fake_pd import FakePD
+from testbed.fake_pd import FakePD, field_note_stores, store_info
 from tidb_bench_operator.adapters.pd import HTTPPDClient
 from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 from tidb_bench_operator.domain.preflight import CHECK_NAMES, CheckResult
@@ -98,48 +98,21 @@ def field_note_kube(tikv3_node: str = "node1") -> FakeKube:
 # --- PD ------------------------------------------------------------------------------------------
 
 
-def store_info(
-    sid: int, pod: str, region_count: int, region_size: int, leader_count: int, leader_size: int
-) -> dict[str, Any]:
-    """One GET /stores entry in PD's shape (https://github.com/tikv/pd/blob/v8.1.1/pkg/response/store.go)."""
-    return {
-        "store": {
-            "id": sid,
-            "address": f"{pod}.basic-tikv-peer.{NS}.svc:20160",
-            "version": "8.1.0",
-            "state_name": "Up",
-        },
-        "status": {
-            "capacity": "915.8GiB",
-            "available": "800GiB",
-            "leader_count": leader_count,
-            "leader_size": leader_size,
-            "region_count": region_count,
-            "region_size": region_size,
-        },
-    }
-
-
-def field_note_stores_body() -> dict[str, Any]:
-    """docs/field-story.md: region_count skewed, region_size even, leader_size 689 on TiKV-3."""
-    rows = [
-        (1, "basic-tikv-0", 130, 771, 29, 86),
-        (2, "basic-tikv-1", 121, 779, 37, 141),
-        (3, "basic-tikv-2", 110, 795, 30, 122),
-        (4, "basic-tikv-3", 41, 769, 38, 689),
-    ]
-    return {"count": len(rows), "stores": [store_info(*row) for row in rows]}
-
-
 def balanced_stores_body() -> dict[str, Any]:
     rows = [(i, f"basic-tikv-{i - 1}", 100, 780, 30, 260) for i in (1, 2, 3, 4)]
-    return {"count": len(rows), "stores": [store_info(*row) for row in rows]}
+    return {
+        "count": len(rows),
+        "stores": [
+            store_info(sid, pod, region_count=rc, region_size=rs, leader_count=lc, leader_size=ls)
+            for sid, pod, rc, rs, lc, ls in rows
+        ],
+    }
 
 
 @pytest.fixture
 def fake_pd(fake_pd: FakePD) -> FakePD:
     """The shared FakePD (tests/conftest.py) serving the field story's skewed stores."""
-    fake_pd.set_body("/pd/api/v1/stores", field_note_stores_body())
+    fake_pd.set_body("/pd/api/v1/stores", field_note_stores())
     return fake_pd
 
 
