@@ -12,7 +12,7 @@ import pytest
 
 from testbed.fake_kube import FakeKube
 from testbed.fake_pd import FakePD, field_note_stores, store_info
-from tidb_bench_operator.adapters.pd import HTTPPDClient
+from tidb_bench_operator.adapters.pd import HTTPPDClient, PDClient
 from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 from tidb_bench_operator.domain.preflight import CHECK_NAMES, CheckResult
 from tidb_bench_operator.errors import DatabaseError
@@ -214,6 +214,19 @@ def by_name(outcome: PreflightOutcome) -> dict[str, CheckResult]:
     return {c.name: c for c in outcome.checks}
 
 
+def on_field_note(
+    spec: BenchmarkRunSpec, *, pd: PDClient | None, db: DBFactory
+) -> PreflightOutcome:
+    """The gate's outcome for `spec` on docs/field-story.md's cluster (field_note_kube)."""
+    return run_preflight(spec, "bench", kube=field_note_kube(), pd=pd, db=db)
+
+
+def on_balanced_stores(fake_pd: FakePD, db: DBFactory, **spec: Any) -> PreflightOutcome:
+    """The gate's outcome for the field story's cluster, PD's stores balanced, over `db`."""
+    fake_pd.set_body("/pd/api/v1/stores", balanced_stores_body())
+    return on_field_note(make_spec(**spec), pd=HTTPPDClient(fake_pd.url), db=db)
+
+
 # --- the scenarios ---------------------------------------------------------------------------------
 
 
@@ -221,9 +234,7 @@ def test_the_field_note_cluster_fails_leader_size_balance_while_region_size_pass
     fake_pd: FakePD,
 ) -> None:
     db = FakeDatabase()
-    outcome = run_preflight(
-        make_spec(), "bench", kube=field_note_kube(), pd=HTTPPDClient(fake_pd.url), db=db.factory()
-    )
+    outcome = on_field_note(make_spec(), pd=HTTPPDClient(fake_pd.url), db=db.factory())
     checks = by_name(outcome)
     assert [c.name for c in outcome.checks] == list(CHECK_NAMES)
     assert checks["leader-size-balance"].status == "Fail"
@@ -261,12 +272,8 @@ def test_a_tikv_pod_on_the_bench_node_fails_bench_node_isolation(fake_pd: FakePD
 def test_an_unreachable_pd_fails_each_pd_check_with_the_url_and_the_way_out(
     closed_url: str,
 ) -> None:
-    outcome = run_preflight(
-        make_spec(),
-        "bench",
-        kube=field_note_kube(),
-        pd=HTTPPDClient(closed_url, timeout=1),
-        db=FakeDatabase().factory(),
+    outcome = on_field_note(
+        make_spec(), pd=HTTPPDClient(closed_url, timeout=1), db=FakeDatabase().factory()
     )
     checks = by_name(outcome)
     for name in ("store-state", "leader-size-balance", "region-size-balance", "pending-operators"):
@@ -285,10 +292,8 @@ def test_an_unreachable_pd_fails_each_pd_check_with_the_url_and_the_way_out(
 
 
 def test_warn_policy_records_the_failure_and_lets_the_run_proceed(fake_pd: FakePD) -> None:
-    outcome = run_preflight(
+    outcome = on_field_note(
         make_spec(preflight={"policy": "Warn"}),
-        "bench",
-        kube=field_note_kube(),
         pd=HTTPPDClient(fake_pd.url),
         db=FakeDatabase().factory(),
     )
@@ -328,9 +333,7 @@ def test_a_server_that_is_not_tidb_still_gets_the_pd_checks_when_a_pd_address_is
     # PD's state is PD's whatever the SQL layer says (a proxy in front of TiDB, or the test
     # bed's MariaDB beside a fake PD): only SHOW TABLE … REGIONS needs TiDB itself.
     db = FakeDatabase(version=MARIADB_VERSION)
-    outcome = run_preflight(
-        make_spec(), "bench", kube=field_note_kube(), pd=HTTPPDClient(fake_pd.url), db=db.factory()
-    )
+    outcome = on_field_note(make_spec(), pd=HTTPPDClient(fake_pd.url), db=db.factory())
     checks = by_name(outcome)
     table = checks["table-leader-distribution"]
     assert (table.status, table.message) == (
@@ -414,13 +417,7 @@ def test_a_failing_api_server_fails_only_the_kubernetes_checks(fake_pd: FakePD) 
 def test_an_unreachable_database_fails_table_leaders_while_pd_checks_still_run(
     fake_pd: FakePD,
 ) -> None:
-    outcome = run_preflight(
-        make_spec(),
-        "bench",
-        kube=field_note_kube(),
-        pd=HTTPPDClient(fake_pd.url),
-        db=unreachable_db,
-    )
+    outcome = on_field_note(make_spec(), pd=HTTPPDClient(fake_pd.url), db=unreachable_db)
     checks = by_name(outcome)
     table = checks["table-leader-distribution"]
     assert table.status == "Fail"
@@ -439,13 +436,7 @@ def test_pending_operators_fail_the_gate(fake_pd: FakePD) -> None:
         "1}], timeout:[1m0s])"
     )
     fake_pd.set_body("/pd/api/v1/operators", [operator])
-    outcome = run_preflight(
-        make_spec(),
-        "bench",
-        kube=field_note_kube(),
-        pd=HTTPPDClient(fake_pd.url),
-        db=FakeDatabase().factory(),
-    )
+    outcome = on_field_note(make_spec(), pd=HTTPPDClient(fake_pd.url), db=FakeDatabase().factory())
     assert outcome.verdict.failed == ["pending-operators"]
     assert by_name(outcome)["pending-operators"].stores == [1, 2]
 
@@ -453,15 +444,8 @@ def test_pending_operators_fail_the_gate(fake_pd: FakePD) -> None:
 def test_all_leaders_of_a_table_on_one_store_fail_table_leader_distribution(
     fake_pd: FakePD,
 ) -> None:
-    fake_pd.set_body("/pd/api/v1/stores", balanced_stores_body())
     db = FakeDatabase(regions={"sbtest1": [1, 2, 3, 4], "sbtest2": [3, 3, 3, 3, 3]})
-    outcome = run_preflight(
-        make_spec(dataset={"tables": 3}),
-        "bench",
-        kube=field_note_kube(),
-        pd=HTTPPDClient(fake_pd.url),
-        db=db.factory(),
-    )
+    outcome = on_balanced_stores(fake_pd, db.factory(), dataset={"tables": 3})
     result = by_name(outcome)["table-leader-distribution"]
     assert result.status == "Fail"
     assert "table sbtest.sbtest2" in result.message
@@ -474,14 +458,7 @@ def test_all_leaders_of_a_table_on_one_store_fail_table_leader_distribution(
 def test_no_benchmark_tables_yet_passes_table_leader_distribution_saying_so(
     fake_pd: FakePD,
 ) -> None:
-    fake_pd.set_body("/pd/api/v1/stores", balanced_stores_body())
-    outcome = run_preflight(
-        make_spec(),
-        "bench",
-        kube=field_note_kube(),
-        pd=HTTPPDClient(fake_pd.url),
-        db=FakeDatabase(regions={}).factory(),
-    )
+    outcome = on_balanced_stores(fake_pd, FakeDatabase(regions={}).factory())
     result = by_name(outcome)["table-leader-distribution"]
     assert result.status == "Pass"
     assert result.message.startswith("no benchmark tables yet (sbtest.sbtest1..sbtest1 not found)")
@@ -489,15 +466,8 @@ def test_no_benchmark_tables_yet_passes_table_leader_distribution_saying_so(
 
 
 def test_several_balanced_tables_are_summarised_in_one_line(fake_pd: FakePD) -> None:
-    fake_pd.set_body("/pd/api/v1/stores", balanced_stores_body())
     db = FakeDatabase(regions={"sbtest1": [1, 2, 3, 4], "sbtest2": [4, 3, 2, 1]})
-    outcome = run_preflight(
-        make_spec(dataset={"tables": 2}),
-        "bench",
-        kube=field_note_kube(),
-        pd=HTTPPDClient(fake_pd.url),
-        db=db.factory(),
-    )
+    outcome = on_balanced_stores(fake_pd, db.factory(), dataset={"tables": 2})
     result = by_name(outcome)["table-leader-distribution"]
     assert result.status == "Pass"
     assert (
@@ -530,9 +500,7 @@ def test_when_pd_gives_no_answer_at_all_the_gate_does_not_wait_for_it_twice() ->
         raise ConnectionRefusedError(111, "Connection refused")
 
     pd = HTTPPDClient("http://basic-pd.tidb-cluster:2379", transport=refused)
-    outcome = run_preflight(
-        make_spec(), "bench", kube=field_note_kube(), pd=pd, db=FakeDatabase().factory()
-    )
+    outcome = on_field_note(make_spec(), pd=pd, db=FakeDatabase().factory())
     assert asked == ["http://basic-pd.tidb-cluster:2379/pd/api/v1/stores"]
     assert by_name(outcome)["pending-operators"].status == "Fail"
     assert "connection refused" in by_name(outcome)["pending-operators"].message
