@@ -2,30 +2,30 @@
 
 Nothing here runs: `make types` type-checks this module (mypy --strict), so a fake whose
 methods drift from what its consumer needs (a renamed method, another signature) fails the
-build instead of silently testing something else.
+build instead of silently testing something else. One FakeKube stands in for the
+Kubernetes adapter wherever a unit test needs one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from testbed.fake_kube import FakeKube
+    from testbed.fake_kube import FakeClock, FakeKube
     from tidb_bench_operator.adapters.pd import PodLister
     from tidb_bench_operator.controller.startup import Discovery
     from tidb_bench_operator.reconcile.run import RunKube
     from tidb_bench_operator.reconcile.run.gate import ClusterReader
     from tidb_bench_operator.reconcile.schedule.reconciler import ScheduleKube
-    from unit.test_gate import InMemoryKube
-    from unit.test_schedule_reconciler import Clock
-    from unit.test_schedule_reconciler import ScheduleKube as FakeScheduleKube
-    from unit.test_wiring import Discovery as FakeDiscovery
+    from unit.controller.test_startup import Discovery as FakeDiscovery
 
-    def _fakes_conform(clock: Clock) -> None:
-        run_kube: RunKube = FakeKube()
+    def _fakes_conform() -> None:
+        clock: Callable[[], datetime] = FakeClock()
+        run_kube: RunKube = FakeKube(clock)
         cluster_reader: ClusterReader = FakeKube()
         pod_lister: PodLister = FakeKube()
-        gate_reader: ClusterReader = InMemoryKube([], [])
-        schedule_kube: ScheduleKube = FakeScheduleKube(clock)
+        schedule_kube: ScheduleKube = FakeKube(clock)
         discovery: Discovery = FakeDiscovery(set())
-        _ = (run_kube, cluster_reader, pod_lister, gate_reader, schedule_kube, discovery)
+        _ = (run_kube, cluster_reader, pod_lister, schedule_kube, discovery)

@@ -1,4 +1,9 @@
-"""Fixtures for the e2e suite: one local test bed per session, a fresh namespace per test."""
+"""Fixtures for the e2e suite: one local test bed per session, a fresh namespace per test.
+
+A test of a run takes `bed` (its namespace with the Secret `db`, run and stand-in cluster
+builders: testbed.runs.RunBed), the controller it runs under (`controller`, the session's)
+and, when PD is read, `fake_pd` (tests/conftest.py).
+"""
 
 from __future__ import annotations
 
@@ -15,13 +20,18 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from testbed.bed import bring_up, tear_down
 from testbed.certs import CA, Pem
 from testbed.cluster import Testbed
 from testbed.crds import install_project_crds
-from testbed.kube import api_client, wait_for
+from testbed.kube import (
+    api_client,
+    delete_namespace,
+    has_default_service_account,
+    wait_for,
+)
+from testbed.runs import RunBed, add_db_secret
 from testbed.services import mariadb_info, start_mariadb_tls, stop_mariadb_tls
 
 
@@ -64,21 +74,11 @@ def namespace(request: pytest.FixtureRequest, core: client.CoreV1Api) -> Iterato
     name = f"{SESSION}-{base.strip('-')}-{secrets.token_hex(2)}"
     core.create_namespace({"metadata": {"name": name}})
     # The service-account controller creates `default`; pods are refused until it exists.
-    wait_for(lambda: _has_default_sa(core, name), 30, f"ServiceAccount default in {name}")
+    wait_for(
+        lambda: has_default_service_account(core, name), 30, f"ServiceAccount default in {name}"
+    )
     yield name
-    try:
-        core.delete_namespace(name)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-
-
-def _has_default_sa(core: client.CoreV1Api, ns: str) -> bool:
-    try:
-        core.read_namespaced_service_account("default", ns)
-        return True
-    except ApiException:
-        return False
+    delete_namespace(core, name)
 
 
 # ---------------------------------------------------------------------- the controller
@@ -171,14 +171,20 @@ def controller(testbed: Testbed, crds: None) -> Iterator[Controller]:
 @pytest.fixture
 def db_secret(core: client.CoreV1Api, namespace: str, mariadb: dict[str, Any]) -> str:
     """A Secret `db` with the MariaDB stand-in's user and password."""
-    core.create_namespaced_secret(
-        namespace,
-        {
-            "metadata": {"name": "db"},
-            "stringData": {"user": str(mariadb["user"]), "password": str(mariadb["password"])},
-        },
-    )
+    add_db_secret(core, namespace, mariadb)
     return "db"
+
+
+@pytest.fixture
+def bed(
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    mariadb: dict[str, Any],
+    db_secret: str,
+) -> RunBed:
+    """A fresh namespace holding the Secret `db`, with builders for runs and stand-in clusters."""
+    return RunBed(api, core, namespace, mariadb)
 
 
 # ---------------------------------------------------------------------- TLS

@@ -23,15 +23,22 @@ from e2e.conftest import Controller
 from testbed.cluster import REPO_ROOT, Testbed
 from testbed.deploy import (
     RUNNER_SA,
-    create_namespace,
     delete_namespace,
-    enable_namespace,
     install,
     operator_kubeconfig,
+    run_namespace,
     status_code,
     uninstall,
 )
-from testbed.runs import GROUP, PLURAL, VERSION, create_run, jobs_of, run_events, run_manifest
+from testbed.runs import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    create_run,
+    jobs_of,
+    run_events,
+    run_manifest,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -134,15 +141,7 @@ def bad_ns(
     """An enabled namespace with Secret `db`, watched by the controller as deploy/'s SA."""
     uninstall(testbed)
     install(testbed)
-    ns = create_namespace(testbed, "tbbad")
-    enable_namespace(testbed, ns)
-    core.create_namespaced_secret(
-        ns,
-        {
-            "metadata": {"name": "db"},
-            "stringData": {"user": str(mariadb["user"]), "password": str(mariadb["password"])},
-        },
-    )
+    ns = run_namespace(testbed, "tbbad", mariadb)
     kubeconfig = operator_kubeconfig(testbed, tmp_path_factory.mktemp("sa") / "kubeconfig")
     ctl = Controller(
         testbed, kubeconfig, testbed.logs / f"controller-deploy-{ns}.log",

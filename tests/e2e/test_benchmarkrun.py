@@ -12,19 +12,16 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from testbed.cluster import Testbed
-from testbed.kube import BENCH_LABEL, create_standin_cluster, ensure_node, wait_for
+from testbed.kube import BENCH_LABEL, ensure_node, wait_for
 from testbed.runs import (
     GROUP,
     PLURAL,
     VERSION,
+    RunBed,
     assert_quiet,
     create_run,
-    example_manifest,
-    get_run,
-    jobs_of,
-    run_events,
+    fast_example,
     run_manifest,
-    wait_run,
 )
 from tidb_bench_operator.domain.manifests import label_value
 from tidb_bench_operator.domain.results_store import read_store
@@ -33,31 +30,23 @@ pytestmark = pytest.mark.e2e
 
 
 def test_an_example_run_goes_pending_running_succeeded_with_real_numbers_in_every_step(
-    api: client.ApiClient,
-    core: client.CoreV1Api,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    controller: Any,
-    testbed: Testbed,
+    bed: RunBed, controller: Any, testbed: Testbed
 ) -> None:
-    body = example_manifest(
+    body = fast_example(
         "point-select-sweep.yaml",
-        mariadb,
+        bed.mariadb,
         threads=[1, 2, 4],
-        durationSeconds=3,
         warmupSeconds=1,
-        reportIntervalSeconds=1,
         dataset={"tables": 1, "tableSize": 2000},
         preflight={"policy": "Warn"},
     )
     name = body["metadata"]["name"]
-    create_run(api, namespace, body)
-    run = wait_run(api, namespace, name)
+    bed.create(body)
+    run = bed.wait(name)
     status = run["status"]
     assert status["phase"] == "Succeeded", status
     assert_quiet(run)
-    phases = [e.reason for e in run_events(core, namespace, name)]
+    phases = [e.reason for e in bed.events(name)]
     seq = [p for p in phases if p in ("Pending", "Preflight", "Preparing", "Running", "Succeeded")]
     assert seq == ["Pending", "Preflight", "Preparing", "Running", "Succeeded"], phases
     assert [s["threads"] for s in status["steps"]] == [1, 2, 4]
@@ -77,7 +66,7 @@ def test_an_example_run_goes_pending_running_succeeded_with_real_numbers_in_ever
 
     # `kubectl get benchmarkruns` is the report.
     out = subprocess.run(
-        ["kubectl", "--kubeconfig", str(testbed.kubeconfig), "-n", namespace, "get",
+        ["kubectl", "--kubeconfig", str(testbed.kubeconfig), "-n", bed.namespace, "get",
          "benchmarkruns"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
@@ -86,8 +75,8 @@ def test_an_example_run_goes_pending_running_succeeded_with_real_numbers_in_ever
     assert f"{peak['qps']}" in row and "Succeeded" in row and "oltp_point_select" in row
 
     # The full per-interval series is kept in ConfigMaps owned by the run.
-    cms = core.list_namespaced_config_map(
-        namespace, label_selector=f"tidbbench.io/run={label_value(name)}"
+    cms = bed.core.list_namespaced_config_map(
+        bed.namespace, label_selector=f"tidbbench.io/run={label_value(name)}"
     ).items
     stored = read_store(status["resultsConfigMap"], {cm.metadata.name: cm.data for cm in cms})
     assert len(stored.series["0"]["clients"]["0"]) >= 2
@@ -95,26 +84,20 @@ def test_an_example_run_goes_pending_running_succeeded_with_real_numbers_in_ever
 
 
 def test_a_two_client_step_runs_on_two_bench_nodes_and_combines_both_clients(
-    api: client.ApiClient,
-    core: client.CoreV1Api,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    controller: Any,
-    testbed: Testbed,
+    bed: RunBed, controller: Any, testbed: Testbed
 ) -> None:
-    ensure_node(core, "node4", kubelet_port=testbed.ports.kubelet, labels={BENCH_LABEL: "true"})
+    ensure_node(bed.core, "node4", kubelet_port=testbed.ports.kubelet, labels={BENCH_LABEL: "true"})
     try:
-        create_run(api, namespace, run_manifest("two", mariadb, clients=2, threads=[2]))
-        run = wait_run(api, namespace, "two")
+        bed.create(bed.manifest("two", clients=2, threads=[2]))
+        run = bed.wait("two")
     finally:
-        core.delete_node("node4")
+        bed.core.delete_node("node4")
     step = run["status"]["steps"][0]
     assert run["status"]["phase"] == "Succeeded", run["status"]
     assert_quiet(run)
     assert step["clients"] == 2
-    pods = core.list_namespaced_pod(
-        namespace, label_selector="tidbbench.io/run=two,tidbbench.io/role=step"
+    pods = bed.core.list_namespaced_pod(
+        bed.namespace, label_selector="tidbbench.io/run=two,tidbbench.io/role=step"
     ).items
     assert sorted(p.spec.node_name for p in pods) == ["node1", "node4"]
     per_client = []
@@ -128,26 +111,19 @@ def test_a_two_client_step_runs_on_two_bench_nodes_and_combines_both_clients(
 
 
 def test_the_bench_pod_never_lands_next_to_tikv_and_an_unschedulable_run_says_why(
-    api: client.ApiClient,
-    core: client.CoreV1Api,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    controller: Any,
+    bed: RunBed, controller: Any
 ) -> None:
     # TiKV on node1, the only bench node: the scheduler must refuse the benchmark pod.
-    create_standin_cluster(
-        api,
-        namespace,
+    bed.cluster(
         "basic",
         {"pd": ["node2"], "tikv": ["node1", "node2", "node3"], "tidb": ["node3"]},
     )
-    body = run_manifest("crowded", mariadb, threads=[2])
+    body = bed.manifest("crowded", threads=[2])
     body["spec"]["cluster"] = {"name": "basic"}
-    create_run(api, namespace, body)
+    bed.create(body)
 
     def live_reason() -> str:
-        st = get_run(api, namespace, "crowded").get("status") or {}
+        st = bed.get("crowded").get("status") or {}
         for c in st.get("conditions", []):
             if c["type"] == "Progressing" and c["reason"] == "Unschedulable":
                 return str(c["message"])
@@ -155,13 +131,15 @@ def test_the_bench_pod_never_lands_next_to_tikv_and_an_unschedulable_run_says_wh
 
     message = wait_for(live_reason, 60, "the scheduler's reason in status, live")
     assert "didn't match pod anti-affinity rules" in message
-    pods = core.list_namespaced_pod(namespace, label_selector="tidbbench.io/run=crowded").items
+    pods = bed.core.list_namespaced_pod(
+        bed.namespace, label_selector="tidbbench.io/run=crowded"
+    ).items
     assert pods and all(p.spec.node_name is None for p in pods)
-    run = wait_run(api, namespace, "crowded", timeout=90)
+    run = bed.wait("crowded", timeout=90)
     assert run["status"]["phase"] == "Failed"
     assert "could not be scheduled" in run["status"]["message"]
     assert "didn't match pod anti-affinity rules" in run["status"]["message"]
-    wait_for(lambda: not jobs_of(api, namespace, "crowded"), 30, "the run's Jobs to be removed")
+    wait_for(lambda: not bed.jobs("crowded"), 30, "the run's Jobs to be removed")
 
 
 @pytest.mark.parametrize(
@@ -174,19 +152,12 @@ def test_the_bench_pod_never_lands_next_to_tikv_and_an_unschedulable_run_says_wh
     ],
 )
 def test_bad_input_ends_failed_with_a_precise_message_and_no_leftover_jobs(
-    api: client.ApiClient,
-    core: client.CoreV1Api,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    controller: Any,
-    case: str,
-    expect: str,
+    bed: RunBed, controller: Any, case: str, expect: str
 ) -> None:
-    body = run_manifest(case, mariadb)
+    body = bed.manifest(case)
     if case == "wrong-password":
-        core.create_namespaced_secret(
-            namespace,
+        bed.core.create_namespaced_secret(
+            bed.namespace,
             {"metadata": {"name": "bad"}, "stringData": {"user": "sbtest", "password": "nope"}},
         )
         body["spec"]["credentials"] = {"secretRef": {"name": "bad"}}
@@ -196,14 +167,14 @@ def test_bad_input_ends_failed_with_a_precise_message_and_no_leftover_jobs(
         body["spec"]["threads"] = [4, 4]
     elif case == "no-secret":
         body["spec"]["credentials"] = {"secretRef": {"name": "missing"}}
-    create_run(api, namespace, body)
-    run = wait_run(api, namespace, case, timeout=90)
+    bed.create(body)
+    run = bed.wait(case, timeout=90)
     assert run["status"]["phase"] == "Failed"
     assert expect in run["status"]["message"], run["status"]["message"]
     failed = [c for c in run["status"]["conditions"] if c["type"] == "Failed"]
     assert failed and expect in failed[0]["message"]
-    wait_for(lambda: not jobs_of(api, namespace, case), 30, "no Jobs left behind")
-    warnings = [e for e in run_events(core, namespace, case) if e.type == "Warning"]
+    wait_for(lambda: not bed.jobs(case), 30, "no Jobs left behind")
+    warnings = [e for e in bed.events(case) if e.type == "Warning"]
     assert warnings, "a Warning event explains the failure"
 
 
@@ -218,115 +189,87 @@ def test_the_api_server_rejects_a_malformed_spec_at_apply(
 
 
 def test_a_controller_killed_mid_step_continues_the_run_without_duplicates_or_lost_steps(
-    api: client.ApiClient,
-    core: client.CoreV1Api,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    controller: Any,
+    bed: RunBed, controller: Any
 ) -> None:
-    create_run(api, namespace, run_manifest("restart", mariadb, threads=[2, 4], durationSeconds=6))
+    bed.create(bed.manifest("restart", threads=[2, 4], durationSeconds=6))
 
     def step0_running() -> bool:
-        st = get_run(api, namespace, "restart").get("status") or {}
+        st = bed.get("restart").get("status") or {}
         return bool(st.get("steps")) and st["steps"][0]["phase"] == "Running"
 
     wait_for(step0_running, 90, "step 1 running")
     controller.kill()
     time.sleep(3)
     controller.start()
-    run = wait_run(api, namespace, "restart")
+    run = bed.wait("restart")
     assert run["status"]["phase"] == "Succeeded", run["status"]
     assert [s["phase"] for s in run["status"]["steps"]] == ["Succeeded", "Succeeded"]
-    names = sorted(j.metadata.name for j in jobs_of(api, namespace, "restart"))
+    names = sorted(j.metadata.name for j in bed.jobs("restart"))
     assert names == ["restart-prepare", "restart-s0-c0", "restart-s1-c0"]
-    pods = core.list_namespaced_pod(namespace, label_selector="tidbbench.io/run=restart").items
+    pods = bed.core.list_namespaced_pod(
+        bed.namespace, label_selector="tidbbench.io/run=restart"
+    ).items
     assert len(pods) == 3
 
 
-def test_deleting_a_run_mid_step_stops_and_removes_its_jobs(
-    api: client.ApiClient,
-    core: client.CoreV1Api,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    controller: Any,
-) -> None:
-    create_run(api, namespace, run_manifest("doomed", mariadb, threads=[2], durationSeconds=30))
+def test_deleting_a_run_mid_step_stops_and_removes_its_jobs(bed: RunBed, controller: Any) -> None:
+    bed.create(bed.manifest("doomed", threads=[2], durationSeconds=30))
     wait_for(
         lambda: any(
             p.status.phase == "Running"
-            for p in core.list_namespaced_pod(
-                namespace, label_selector="tidbbench.io/role=step"
+            for p in bed.core.list_namespaced_pod(
+                bed.namespace, label_selector="tidbbench.io/role=step"
             ).items
         ),
         90,
         "the step pod running",
     )
-    client.CustomObjectsApi(api).delete_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, "doomed"
+    client.CustomObjectsApi(bed.api).delete_namespaced_custom_object(
+        GROUP, VERSION, bed.namespace, PLURAL, "doomed"
     )
-    wait_for(lambda: not jobs_of(api, namespace, "doomed"), 60, "Jobs garbage-collected")
+    wait_for(lambda: not bed.jobs("doomed"), 60, "Jobs garbage-collected")
     wait_for(
         lambda: (
-            not core.list_namespaced_pod(namespace, label_selector="tidbbench.io/run=doomed").items
+            not bed.core.list_namespaced_pod(
+                bed.namespace, label_selector="tidbbench.io/run=doomed"
+            ).items
         ),
         60,
         "pods gone (sysbench stopped)",
     )
 
 
-def test_a_second_run_on_the_same_cluster_waits_for_the_first(
-    api: client.ApiClient,
-    core: client.CoreV1Api,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    controller: Any,
-) -> None:
-    create_run(api, namespace, run_manifest("first", mariadb, threads=[2], durationSeconds=6))
+def test_a_second_run_on_the_same_cluster_waits_for_the_first(bed: RunBed, controller: Any) -> None:
+    bed.create(bed.manifest("first", threads=[2], durationSeconds=6))
     wait_for(
-        lambda: (get_run(api, namespace, "first").get("status") or {}).get("phase") == "Running",
+        lambda: (bed.get("first").get("status") or {}).get("phase") == "Running",
         180,
         "first running",
     )
-    create_run(api, namespace, run_manifest("second", mariadb, threads=[2], durationSeconds=2))
+    bed.create(bed.manifest("second", threads=[2], durationSeconds=2))
 
     def waiting() -> dict[str, Any] | None:
-        st = get_run(api, namespace, "second").get("status") or {}
+        st = bed.get("second").get("status") or {}
         return st if st.get("waitingFor") else None
 
     st = wait_for(waiting, 30, "the second run to wait")
     assert st["phase"] == "Pending"
-    assert st["waitingFor"] == f"{namespace}/first"
+    assert st["waitingFor"] == f"{bed.namespace}/first"
     cond = next(c for c in st["conditions"] if c["type"] == "Waiting")
     assert cond["status"] == "True" and "first" in cond["message"]
-    first = wait_run(api, namespace, "first")
-    second = wait_run(api, namespace, "second")
+    first = bed.wait("first")
+    second = bed.wait("second")
     assert first["status"]["phase"] == second["status"]["phase"] == "Succeeded"
     assert second["status"]["startedAt"] >= first["status"]["finishedAt"]
     assert "waitingFor" not in second["status"]
 
 
 def test_the_read_write_example_runs_with_its_ignore_errors_and_extra_args(
-    api: client.ApiClient,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    controller: Any,
+    bed: RunBed, controller: Any
 ) -> None:
-    body = example_manifest(
-        "read-write-sweep.yaml",
-        mariadb,
-        threads=[2, 4],
-        durationSeconds=3,
-        warmupSeconds=0,
-        reportIntervalSeconds=1,
-        dataset={"tables": 1, "tableSize": 1000},
-        preflight={"policy": "Warn"},
-    )
-    create_run(api, namespace, body)
-    run = wait_run(api, namespace, body["metadata"]["name"], timeout=240)
+    body = fast_example("read-write-sweep.yaml", bed.mariadb, preflight={"policy": "Warn"})
+    bed.create(body)
+    run = bed.wait(body["metadata"]["name"], timeout=240)
     assert run["status"]["phase"] == "Succeeded", run["status"].get("message")
     assert_quiet(run)  # its ignored errors stay under the guard's 1% of transactions
     for step in run["status"]["steps"]:
@@ -337,24 +280,20 @@ def test_the_read_write_example_runs_with_its_ignore_errors_and_extra_args(
 
 
 def test_a_run_named_with_more_than_63_characters_runs_and_is_selectable_by_its_label(
-    api: client.ApiClient,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    controller: Any,
+    bed: RunBed, controller: Any
 ) -> None:
     # Names may have 253 characters, label values 63: the run label is shortened with a hash.
     name = "nightly-point-select-" + "-".join(["sweep"] * 14) + "-2026-11-30"
     assert len(name) > 63
-    create_run(api, namespace, run_manifest(name, mariadb, threads=[1], durationSeconds=2))
-    run = wait_run(api, namespace, name)
+    bed.create(bed.manifest(name, threads=[1], durationSeconds=2))
+    run = bed.wait(name)
     assert run["status"]["phase"] == "Succeeded", run["status"]
     assert run["status"]["steps"][0]["qps"] > 0
     label = label_value(name)
     assert len(label) <= 63
     cms = (
-        client.CoreV1Api(api)
-        .list_namespaced_config_map(namespace, label_selector=f"tidbbench.io/run={label}")
+        client.CoreV1Api(bed.api)
+        .list_namespaced_config_map(bed.namespace, label_selector=f"tidbbench.io/run={label}")
         .items
     )
     index = run["status"]["resultsConfigMap"]

@@ -23,20 +23,24 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from testbed import prometheus
 from testbed.cluster import Testbed
 from testbed.deploy import (
     SYSTEM_NS,
-    create_namespace,
     delete_namespace,
-    enable_namespace,
     kubectl,
+    run_namespace,
     uninstall,
 )
-from testbed.kube import wait_for
-from testbed.runs import create_run, example_manifest, get_run, run_manifest, wait_run
+from testbed.kube import namespace_exists, wait_for
+from testbed.runs import (
+    create_run,
+    fast_example,
+    get_run,
+    run_manifest,
+    wait_run,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -135,30 +139,12 @@ def run_ns(
     testbed: Testbed, installed: dict[str, Any], core: client.CoreV1Api, mariadb: dict[str, Any]
 ) -> Iterator[str]:
     """A namespace the pod watches (pod-*), enabled by deploy/run-namespace, Secret `db`."""
-    ns = create_namespace(testbed, "pod")
-    enable_namespace(testbed, ns)
-    core.create_namespaced_secret(
-        ns,
-        {
-            "metadata": {"name": "db"},
-            "stringData": {"user": str(mariadb["user"]), "password": str(mariadb["password"])},
-        },
-    )
+    ns = run_namespace(testbed, "pod", mariadb)
     yield ns
     # Deleted while the pod still runs, so kopf takes its finalizers off the runs (the
     # namespace would stay Terminating otherwise).
     delete_namespace(testbed, ns)
-    wait_for(lambda: not _namespace_exists(core, ns), 90, f"namespace {ns} gone")
-
-
-def _namespace_exists(core: client.CoreV1Api, name: str) -> bool:
-    try:
-        core.read_namespace(name)
-        return True
-    except ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise
+    wait_for(lambda: not namespace_exists(core, ns), 90, f"namespace {ns} gone")
 
 
 def test_the_pod_logs_in_in_cluster_gets_ready_and_a_hung_controller_is_restarted_by_liveness(
@@ -207,16 +193,7 @@ def test_the_pod_logs_in_in_cluster_gets_ready_and_a_hung_controller_is_restarte
     assert (pod.status.container_statuses[0].restart_count or 0) == 0
 
     # The example run, served by the pod; the controller hangs (SIGSTOP) while it runs.
-    body = example_manifest(
-        "point-select-sweep.yaml",
-        mariadb,
-        threads=[2, 4],
-        durationSeconds=3,
-        warmupSeconds=0,
-        reportIntervalSeconds=1,
-        dataset={"tables": 1, "tableSize": 1000},
-        preflight={"policy": "Off"},
-    )
+    body = fast_example("point-select-sweep.yaml", mariadb, preflight={"policy": "Off"})
     name = body["metadata"]["name"]
     create_run(api, run_ns, body)
     wait_run(api, run_ns, name, phases=("Running",), timeout=RUN_TIMEOUT)

@@ -13,15 +13,13 @@ import pytest
 from kubernetes import client
 
 from testbed.cluster import Testbed
-from testbed.kube import create_standin_cluster
 from testbed.runs import (
     GROUP,
     VERSION,
-    create_run,
-    get_run,
+    RunBed,
+    condition,
     run_manifest,
     tidb_bench_report,
-    wait_run,
 )
 
 pytestmark = pytest.mark.e2e
@@ -77,30 +75,21 @@ def query_log(mariadb: dict[str, Any]) -> Iterator[QueryLog]:
             cur.execute("TRUNCATE TABLE mysql.general_log")
 
 
-def condition(run: dict[str, Any], type_: str) -> dict[str, Any]:
-    return next(c for c in run["status"]["conditions"] if c["type"] == type_)
-
-
 def event_reasons(core: client.CoreV1Api, namespace: str, name: str) -> list[str]:
     evs = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items
     return [e.reason for e in sorted(evs, key=lambda e: int(e.metadata.resource_version))]
 
 
 def test_analyze_and_warm_up_run_after_prepare_and_again_for_a_reused_dataset(
-    api: client.ApiClient,
-    core: client.CoreV1Api,
-    namespace: str,
-    db_secret: str,
-    mariadb: dict[str, Any],
-    controller: Any,
+    bed: RunBed, controller: Any
 ) -> None:
-    database = "warm_" + namespace.replace("-", "_")
+    database = "warm_" + bed.namespace.replace("-", "_")
     small = {"threads": [1], "durationSeconds": 2, "database": database}
     dataset = {"tables": 2, "tableSize": 500}
     try:
-        with query_log(mariadb) as log:
-            create_run(api, namespace, run_manifest("fresh", mariadb, dataset=dataset, **small))
-            fresh = wait_run(api, namespace, "fresh", timeout=180)
+        with query_log(bed.mariadb) as log:
+            bed.create(bed.manifest("fresh", dataset=dataset, **small))
+            fresh = bed.wait("fresh", timeout=180)
             assert fresh["status"]["phase"] == "Succeeded", fresh["status"]
             assert condition(fresh, "DatasetReady")["reason"] == "Prepared"
             analyzed = log.statements(f"ANALYZE TABLE `{database}`")
@@ -118,13 +107,13 @@ def test_analyze_and_warm_up_run_after_prepare_and_again_for_a_reused_dataset(
                 assert (cond["status"], cond["reason"]) == ("True", "Done"), cond
                 assert "on 2 table(s)" in cond["message"]
                 assert "(prepared dataset)" in cond["message"]
-            reasons = event_reasons(core, namespace, "fresh")
+            reasons = event_reasons(bed.core, bed.namespace, "fresh")
             assert reasons.index("DatasetReady") < reasons.index("DatasetAnalyzed")
             assert reasons.index("CacheWarmed") < reasons.index("StepStarted")
 
             log.clear()
-            create_run(api, namespace, run_manifest("reused", mariadb, dataset=dataset, **small))
-            reused = wait_run(api, namespace, "reused", timeout=180)
+            bed.create(bed.manifest("reused", dataset=dataset, **small))
+            reused = bed.wait("reused", timeout=180)
             assert reused["status"]["phase"] == "Succeeded", reused["status"]
             assert condition(reused, "DatasetReady")["reason"] == "Reused"
             assert len(log.statements(f"ANALYZE TABLE `{database}`")) == 2
@@ -132,17 +121,15 @@ def test_analyze_and_warm_up_run_after_prepare_and_again_for_a_reused_dataset(
             assert "(reused dataset)" in condition(reused, "CacheWarmed")["message"]
 
             log.clear()
-            create_run(
-                api,
-                namespace,
+            bed.create(
                 run_manifest(
                     "switched-off",
-                    mariadb,
+                    bed.mariadb,
                     dataset={**dataset, "analyze": False, "warmUp": False},
                     **small,
                 ),
             )
-            off = wait_run(api, namespace, "switched-off", timeout=180)
+            off = bed.wait("switched-off", timeout=180)
             assert off["status"]["phase"] == "Succeeded", off["status"]
             assert log.statements("ANALYZE TABLE") == [] and log.statements("COUNT(pad)") == []
             assert condition(off, "CacheWarmed")["reason"] == "Disabled"
@@ -152,27 +139,19 @@ def test_analyze_and_warm_up_run_after_prepare_and_again_for_a_reused_dataset(
             f"reused: {condition(reused, 'CacheWarmed')['message']}"
         )
     finally:
-        with _connect(mariadb) as conn, conn.cursor() as cur:
+        with _connect(bed.mariadb) as conn, conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{database}`")
 
 
 def test_a_changed_tidb_image_between_two_nightly_runs_is_named_in_the_runs_status(
-    api: client.ApiClient,
-    core: client.CoreV1Api,
-    namespace: str,
-    db_secret: str,
-    mariadb: dict[str, Any],
-    controller: Any,
-    testbed: Testbed,
+    bed: RunBed, controller: Any, testbed: Testbed
 ) -> None:
-    custom = client.CustomObjectsApi(api)
-    create_standin_cluster(
-        api, namespace, "basic", {"pd": ["node2"], "tikv": ["node2", "node3"], "tidb": ["node3"]}
-    )
-    template = run_manifest("unused", mariadb, threads=[1], durationSeconds=2)["spec"]
+    custom = client.CustomObjectsApi(bed.api)
+    bed.cluster("basic", {"pd": ["node2"], "tikv": ["node2", "node3"], "tidb": ["node3"]})
+    template = bed.manifest("unused", threads=[1], durationSeconds=2)["spec"]
     template["cluster"] = {"name": "basic"}
     custom.create_namespaced_custom_object(
-        GROUP, VERSION, namespace, "benchmarkschedules",
+        GROUP, VERSION, bed.namespace, "benchmarkschedules",
         {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "BenchmarkSchedule",
@@ -183,13 +162,13 @@ def test_a_changed_tidb_image_between_two_nightly_runs_is_named_in_the_runs_stat
     )  # fmt: skip
 
     def night(name: str) -> dict[str, Any]:
-        body = run_manifest(name, mariadb, **template)
+        body = bed.manifest(name, **template)
         body["metadata"]["labels"] = {SCHEDULE_LABEL: "nightly"}
-        create_run(api, namespace, body)
-        assert wait_run(api, namespace, name, timeout=180)["status"]["phase"] == "Succeeded"
+        bed.create(body)
+        assert bed.wait(name, timeout=180)["status"]["phase"] == "Succeeded"
         deadline = 30
         for _ in range(deadline):
-            run = get_run(api, namespace, name)
+            run = bed.get(name)
             if any(c["type"] == "Regressed" for c in run["status"].get("conditions", [])):
                 return run
             time.sleep(1)
@@ -203,7 +182,7 @@ def test_a_changed_tidb_image_between_two_nightly_runs_is_named_in_the_runs_stat
     assert fp["sysbenchVersion"].startswith("1.0")
 
     custom.patch_namespaced_custom_object(
-        "pingcap.com", "v1alpha1", namespace, "tidbclusters", "basic",
+        "pingcap.com", "v1alpha1", bed.namespace, "tidbclusters", "basic",
         {"spec": {"tidb": {"version": "v8.1.1"}}},
     )  # fmt: skip
     second = night("night-2")
@@ -217,6 +196,6 @@ def test_a_changed_tidb_image_between_two_nightly_runs_is_named_in_the_runs_stat
     )
     print(f"\nnight-2 Regressed={cond['status']} ({cond['reason']}): {cond['message']}")
     # The report says it too, under the schedule's verdict.
-    report = tidb_bench_report(testbed.kubeconfig, "night-2", "--namespace", namespace)
+    report = tidb_bench_report(testbed.kubeconfig, "night-2", "--namespace", bed.namespace)
     assert "## Against the schedule's baseline" in report
     assert "- tidb image pingcap/tidb:v8.1.0 → pingcap/tidb:v8.1.1" in report

@@ -22,30 +22,27 @@ from testbed.deploy import (
     SYSTEM_NS,
     create_namespace,
     delete_namespace,
-    enable_namespace,
     install,
     install_namespaced,
     kubectl,
     operator_kubeconfig,
+    run_namespace,
     status_code,
     uninstall,
 )
 from testbed.kube import api_client
-from testbed.runs import create_run, example_manifest, jobs_of, run_manifest, wait_run
+from testbed.runs import (
+    add_db_secret,
+    create_run,
+    fast_example,
+    jobs_of,
+    run_manifest,
+    wait_run,
+)
 
 pytestmark = pytest.mark.e2e
 
 CONTROLLER_ENV = {"TIDB_BENCH_LIVENESS": "", "TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS": "20"}
-
-
-def add_db_secret(core: client.CoreV1Api, namespace: str, mariadb: dict[str, Any]) -> None:
-    core.create_namespaced_secret(
-        namespace,
-        {
-            "metadata": {"name": "db"},
-            "stringData": {"user": str(mariadb["user"]), "password": str(mariadb["password"])},
-        },
-    )
 
 
 def assert_no_permission_errors(log: Path) -> None:
@@ -66,9 +63,7 @@ def cluster_install(testbed: Testbed, crds: None) -> Iterator[str]:
 def enabled_ns(
     testbed: Testbed, core: client.CoreV1Api, mariadb: dict[str, Any], cluster_install: str
 ) -> Iterator[str]:
-    ns = create_namespace(testbed, "tbdeploy")
-    enable_namespace(testbed, ns)
-    add_db_secret(core, ns, mariadb)
+    ns = run_namespace(testbed, "tbdeploy", mariadb)
     yield ns
     delete_namespace(testbed, ns)
 
@@ -137,14 +132,11 @@ class TestClusterWideInstall:
         enabled_ns: str,
         operator: Controller,
     ) -> None:
-        body = example_manifest(
+        body = fast_example(
             "point-select-sweep.yaml",
             mariadb,
             threads=[1, 2],
             durationSeconds=2,
-            warmupSeconds=0,
-            reportIntervalSeconds=1,
-            dataset={"tables": 1, "tableSize": 1000},
             preflight={"policy": "Warn"},  # exercises the preflight's reads as this identity
         )
         name = body["metadata"]["name"]

@@ -24,7 +24,7 @@ from kubernetes import client
 from testbed.cluster import Testbed, stop_pidfile
 from testbed.fake_pd import FakePD
 from testbed.kube import wait_for
-from testbed.runs import GROUP, PLURAL, VERSION, create_run, get_run, jobs_of, run_manifest
+from testbed.runs import GROUP, PLURAL, VERSION, RunBed, get_run, jobs_of, run_manifest
 from testbed.services import start_mariadb
 from tidb_bench_operator.domain.results_store import read_store
 
@@ -138,20 +138,15 @@ def pod_of_step(core: client.CoreV1Api, ns: str, st: dict[str, Any], index: int)
 
 
 def test_a_run_whose_results_span_several_objects_completes_and_its_report_renders(
-    api: client.ApiClient,
-    core: client.CoreV1Api,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    ctl: Any,
-    testbed: Testbed,
-    tmp_path: Path,
+    bed: RunBed, ctl: Any, testbed: Testbed, tmp_path: Path
 ) -> None:
-    body = fault_run("spread", mariadb, threads=[1, 2], ttlSecondsAfterFinished=None)
-    create_run(api, namespace, body)
-    st = finished(api, namespace, "spread", QUEUE + 90)
+    body = fault_run("spread", bed.mariadb, threads=[1, 2], ttlSecondsAfterFinished=None)
+    bed.create(body)
+    st = finished(bed.api, bed.namespace, "spread", QUEUE + 90)
     all_measured(st)
-    cms = core.list_namespaced_config_map(namespace, label_selector="tidbbench.io/run=spread")
+    cms = bed.core.list_namespaced_config_map(
+        bed.namespace, label_selector="tidbbench.io/run=spread"
+    )
     data = {cm.metadata.name: dict(cm.data or {}) for cm in cms.items}
     assert len(data) >= 5, sorted(data)  # the index and at least two parts per step
     for name, values in data.items():
@@ -170,7 +165,7 @@ def test_a_run_whose_results_span_several_objects_completes_and_its_report_rende
                 "--kubeconfig",
                 str(testbed.kubeconfig),
                 "-n",
-                namespace,
+                bed.namespace,
                 "get",
                 "configmaps",
                 "-l",
@@ -184,7 +179,7 @@ def test_a_run_whose_results_span_several_objects_completes_and_its_report_rende
         ).stdout
     )
     tool = str(Path(sys.executable).parent / "tidb-bench")
-    for source in ([str(saved)], ["spread", "-n", namespace]):
+    for source in ([str(saved)], ["spread", "-n", bed.namespace]):
         out = subprocess.run(
             [tool, "report", *source], capture_output=True, text=True, check=False,
             env={"KUBECONFIG": str(testbed.kubeconfig), "PATH": "/usr/bin:/bin"},
@@ -197,17 +192,17 @@ def test_a_run_whose_results_span_several_objects_completes_and_its_report_rende
 
 
 def test_a_wrong_image_fails_fast_naming_the_image_and_the_kubelets_reason(
-    api: client.ApiClient, namespace: str, mariadb: dict[str, Any], db_secret: str, ctl: Any
+    bed: RunBed, ctl: Any
 ) -> None:
     image = "registry.invalid/tidb-bench:no-such-tag"
-    create_run(api, namespace, fault_run("typo", mariadb, image=image))
-    wait_status(api, namespace, "typo", "preparing", QUEUE, phase_is("Preparing", "Failed"))
+    bed.create(fault_run("typo", bed.mariadb, image=image))
+    wait_status(bed.api, bed.namespace, "typo", "preparing", QUEUE, phase_is("Preparing", "Failed"))
     t0 = time.monotonic()
-    st = finished(api, namespace, "typo", 30)  # bound: 30 s from the prepare Job
+    st = finished(bed.api, bed.namespace, "typo", 30)  # bound: 30 s from the prepare Job
     took = time.monotonic() - t0
     assert st["phase"] == "Failed", st
     assert image in st["message"] and "ImagePullBackOff" in st["message"], st["message"]
-    no_jobs_left(api, namespace, "typo")
+    no_jobs_left(bed.api, bed.namespace, "typo")
     print(f"wrong image: Failed {took:.1f}s after the prepare Job")
 
 
@@ -215,97 +210,78 @@ def test_a_wrong_image_fails_fast_naming_the_image_and_the_kubelets_reason(
 
 
 def test_a_client_pod_deleted_and_one_oom_killed_mid_step_are_retried_and_the_run_succeeds(
-    api: client.ApiClient,
-    core: client.CoreV1Api,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    ctl: Any,
+    bed: RunBed, ctl: Any
 ) -> None:
-    create_run(api, namespace, fault_run("lossy", mariadb, threads=[1, 2]))
-    st = wait_status(api, namespace, "lossy", "step 1 running", QUEUE + 60, step_seen(0))
+    bed.create(fault_run("lossy", bed.mariadb, threads=[1, 2]))
+    st = wait_status(bed.api, bed.namespace, "lossy", "step 1 running", QUEUE + 60, step_seen(0))
     time.sleep(2)
-    core.delete_namespaced_pod(st["steps"][0]["podNames"][0], namespace)
-    st = wait_status(api, namespace, "lossy", "step 2 running", 90, step_seen(1))
+    bed.core.delete_namespaced_pod(st["steps"][0]["podNames"][0], bed.namespace)
+    st = wait_status(bed.api, bed.namespace, "lossy", "step 2 running", 90, step_seen(1))
     time.sleep(2)
-    pod = pod_of_step(core, namespace, st, 1)
-    core.patch_namespaced_pod(
-        pod.metadata.name, namespace,
+    pod = pod_of_step(bed.core, bed.namespace, st, 1)
+    bed.core.patch_namespaced_pod(
+        pod.metadata.name, bed.namespace,
         {"metadata": {"annotations": {"testbed.tidbbench.io/fault": "OOMKilled"}}},
     )  # fmt: skip
-    st = finished(api, namespace, "lossy", 90)
+    st = finished(bed.api, bed.namespace, "lossy", 90)
     all_measured(st)
     first, second = st["steps"]
     assert first["attempt"] == 1 and second["attempt"] == 1
     assert any("was deleted mid-step" in n for n in first["notes"]), first["notes"]
     assert any("was OOM-killed" in n for n in second["notes"]), second["notes"]
-    no_jobs_left(api, namespace, "lossy")
+    no_jobs_left(bed.api, bed.namespace, "lossy")
 
 
 # ---------------------------------------------------------------------------- dependencies
 
 
 def test_the_database_restarted_mid_step_retries_the_step_and_the_run_succeeds(
-    api: client.ApiClient,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    ctl: Any,
-    testbed: Testbed,
+    bed: RunBed, ctl: Any, testbed: Testbed
 ) -> None:
     # A restart takes MariaDB a few seconds: enough retries to outlast it (3 s, 6 s, 9 s ...).
-    create_run(api, namespace, fault_run("dbgone", mariadb, durationSeconds=10, stepRetries=4))
-    wait_status(api, namespace, "dbgone", "step 1 running", QUEUE + 60, step_seen(0))
+    bed.create(fault_run("dbgone", bed.mariadb, durationSeconds=10, stepRetries=4))
+    wait_status(bed.api, bed.namespace, "dbgone", "step 1 running", QUEUE + 60, step_seen(0))
     time.sleep(3)
     stop_pidfile(testbed.state / "mariadb.pid")
     start_mariadb(testbed)
-    st = finished(api, namespace, "dbgone", 120)
+    st = finished(bed.api, bed.namespace, "dbgone", 120)
     all_measured(st)
     step = st["steps"][0]
     assert step["attempt"] >= 1, step
     assert any("run again" in n for n in step["notes"]), step["notes"]
-    no_jobs_left(api, namespace, "dbgone")
+    no_jobs_left(bed.api, bed.namespace, "dbgone")
 
 
 def test_the_api_server_restarted_mid_step_loses_nothing(
-    api: client.ApiClient,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    ctl: Any,
-    testbed: Testbed,
+    bed: RunBed, ctl: Any, testbed: Testbed
 ) -> None:
-    create_run(api, namespace, fault_run("apigone", mariadb, threads=[1, 2]))
-    wait_status(api, namespace, "apigone", "step 1 running", QUEUE + 60, step_seen(0))
+    bed.create(fault_run("apigone", bed.mariadb, threads=[1, 2]))
+    wait_status(bed.api, bed.namespace, "apigone", "step 1 running", QUEUE + 60, step_seen(0))
     stop_pidfile(testbed.state / "kube-apiserver.pid")
     time.sleep(5)
     testbed._start_apiserver()
-    st = finished(api, namespace, "apigone", 150)
+    st = finished(bed.api, bed.namespace, "apigone", 150)
     all_measured(st)
     assert [s["threads"] for s in st["steps"]] == [1, 2]
-    no_jobs_left(api, namespace, "apigone")
+    no_jobs_left(bed.api, bed.namespace, "apigone")
 
 
 # ---------------------------------------------------------------------------- the controller
 
 
 def test_the_controller_killed_in_preflight_with_pd_down_preparing_running_and_finishing(
-    api: client.ApiClient,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    ctl: Any,
+    bed: RunBed, ctl: Any
 ) -> None:
     pd = FakePD().start()
     port = int(pd.url.rsplit(":", 1)[1])
     pd.stop()  # PD down from the start of preflight
     body = fault_run(
-        "phases", mariadb,
+        "phases", bed.mariadb,
         preflight={"policy": "Enforce", "timeoutSeconds": 300},
         dataset={"tables": 1, "tableSize": 20000, "prepare": "Always", "cleanup": True},
     )  # fmt: skip
     body["spec"]["target"]["pdURL"] = f"http://127.0.0.1:{port}"
-    create_run(api, namespace, body)
+    bed.create(body)
     try:
 
         def pd_named(st: dict[str, Any]) -> bool:
@@ -314,88 +290,79 @@ def test_the_controller_killed_in_preflight_with_pd_down_preparing_running_and_f
                 c["status"] == "Fail" and str(port) in c["message"] for c in checks
             )
 
-        st = wait_status(api, namespace, "phases", "waiting on PD", QUEUE, pd_named)
+        st = wait_status(bed.api, bed.namespace, "phases", "waiting on PD", QUEUE, pd_named)
         ctl.kill()
         pd.start(port=port)
         ctl.start()
-        wait_status(api, namespace, "phases", "Preparing", 60, phase_is("Preparing"))
+        wait_status(bed.api, bed.namespace, "phases", "Preparing", 60, phase_is("Preparing"))
         ctl.kill()
         ctl.start()
-        wait_status(api, namespace, "phases", "step running", 90, step_seen(0))
+        wait_status(bed.api, bed.namespace, "phases", "step running", 90, step_seen(0))
         ctl.kill()
         time.sleep(2)
         ctl.start()
         wait_for(
-            lambda: any(j.metadata.name == "phases-cleanup" for j in jobs_of(api, namespace,
-                                                                             "phases")),
+            lambda: any(j.metadata.name == "phases-cleanup" for j in bed.jobs("phases")),
             90, "the cleanup Job",
         )  # fmt: skip
         ctl.kill()
         ctl.start()
-        st = finished(api, namespace, "phases", 90)
+        st = finished(bed.api, bed.namespace, "phases", 90)
     finally:
         pd.stop()
     all_measured(st)
     assert st["steps"][0]["attempt"] == 0, "a controller restart is not a lost client"
-    no_jobs_left(api, namespace, "phases")
+    no_jobs_left(bed.api, bed.namespace, "phases")
 
 
 def test_the_controller_killed_while_a_run_is_pending_and_between_job_create_and_status_patch(
-    api: client.ApiClient,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    ctl: Any,
+    bed: RunBed, ctl: Any
 ) -> None:
-    create_run(api, namespace, fault_run("first", mariadb))
-    wait_status(api, namespace, "first", "step running", QUEUE + 60, step_seen(0))
-    create_run(api, namespace, fault_run("second", mariadb))
-    wait_status(api, namespace, "second", "queued", 30, lambda st: st.get("waitingFor"))
+    bed.create(fault_run("first", bed.mariadb))
+    wait_status(bed.api, bed.namespace, "first", "step running", QUEUE + 60, step_seen(0))
+    bed.create(fault_run("second", bed.mariadb))
+    wait_status(bed.api, bed.namespace, "second", "queued", 30, lambda st: st.get("waitingFor"))
     ctl.kill()
     # As if the controller had died after creating step 1's Job but before the status
     # patch saying so: the step is Pending again, with its Job already there.
-    st = status(api, namespace, "first")
+    st = status(bed.api, bed.namespace, "first")
     step = {**st["steps"][0], "phase": "Pending", "jobNames": [], "podNames": []}
     step.pop("startedAt", None)
-    client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
+    client.CustomObjectsApi(bed.api).patch_namespaced_custom_object_status(
         GROUP,
         VERSION,
-        namespace,
+        bed.namespace,
         PLURAL,
         "first",
         {"status": {"steps": [step]}},
         _content_type="application/merge-patch+json",
     )
     ctl.start()
-    first = finished(api, namespace, "first", 90)
-    second = finished(api, namespace, "second", QUEUE)
+    first = finished(bed.api, bed.namespace, "first", 90)
+    second = finished(bed.api, bed.namespace, "second", QUEUE)
     all_measured(first)
     all_measured(second)
     assert first["steps"][0]["attempt"] == 0 and first["steps"][0]["jobNames"] == ["first-s0-c0"]
     assert second["startedAt"] >= first["finishedAt"]
-    no_jobs_left(api, namespace, "first")
-    no_jobs_left(api, namespace, "second")
+    no_jobs_left(bed.api, bed.namespace, "first")
+    no_jobs_left(bed.api, bed.namespace, "second")
 
 
 # ---------------------------------------------------------------------------- deletion
 
 
 def test_a_run_deleted_mid_step_stops_sysbench_within_seconds_before_the_next_run_starts(
-    api: client.ApiClient,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    ctl: Any,
+    bed: RunBed, ctl: Any
 ) -> None:
     marker = "--time=37"  # this test's sysbench, told from any other by its duration
-    create_run(api, namespace, fault_run("doomed", mariadb, durationSeconds=37))
-    wait_status(api, namespace, "doomed", "step running", QUEUE + 60, step_seen(0))
+    bed.create(fault_run("doomed", bed.mariadb, durationSeconds=37))
+    wait_status(bed.api, bed.namespace, "doomed", "step running", QUEUE + 60, step_seen(0))
     wait_for(lambda: sysbench_pids(marker), 30, "sysbench measuring")
-    create_run(api, namespace, fault_run("next", mariadb))
-    wait_status(api, namespace, "next", "queued", 30, lambda st: st.get("waitingFor"))
+    bed.create(fault_run("next", bed.mariadb))
+    wait_status(bed.api, bed.namespace, "next", "queued", 30, lambda st: st.get("waitingFor"))
     t0 = time.monotonic()
-    client.CustomObjectsApi(api).delete_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, "doomed"
+    client.CustomObjectsApi(bed.api).delete_namespaced_custom_object(
+        GROUP, VERSION, bed.namespace, PLURAL, "doomed"
     )
     wait_for(lambda: not sysbench_pids(marker), 15, "sysbench stopped", interval=0.05)
     gone = time.monotonic() - t0
@@ -404,8 +371,8 @@ def test_a_run_deleted_mid_step_stops_sysbench_within_seconds_before_the_next_ru
     # The bound: the run deleted, its Jobs and pods garbage-collected, SIGTERM to the runner,
     # which stops sysbench at once (it would otherwise run on for the 10 s grace period).
     assert gone < 10.0, gone
-    st = finished(api, namespace, "next", 120)
+    st = finished(bed.api, bed.namespace, "next", 120)
     all_measured(st)
     started = time.mktime(time.strptime(st["startedAt"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
     assert started >= int(gone_at) - 1, (st["startedAt"], gone_at)
-    assert not jobs_of(api, namespace, "doomed")
+    assert not bed.jobs("doomed")

@@ -11,21 +11,16 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client
 
 from testbed.fake_pd import FakePD
-from testbed.kube import create_standin_cluster, standin_pod, wait_for
+from testbed.kube import standin_pod, wait_for
 from testbed.runs import (
+    RunBed,
     assert_quiet,
-    create_run,
-    get_run,
-    run_events,
-    run_manifest,
-    wait_run,
 )
 
 pytestmark = pytest.mark.e2e
@@ -41,39 +36,48 @@ PENDING_OPERATOR = (
 )
 
 
-@pytest.fixture
-def fake_pd() -> Iterator[FakePD]:
-    with FakePD() as pd:
-        yield pd
-
-
-def guarded_run(name: str, mariadb: dict[str, Any], pd_url: str, **spec: Any) -> dict[str, Any]:
+def guarded_run(bed: RunBed, name: str, pd_url: str, **spec: Any) -> dict[str, Any]:
     """Three steps of 4 s on the cluster `basic`, preflight Enforce, the guard polling PD every 1 s."""
     settings: dict[str, Any] = {"threads": [1, 2, 4], "durationSeconds": 4, **spec}
     settings["guard"] = {"pdIntervalSeconds": 1, **settings.get("guard", {})}
-    body = run_manifest(
-        name, mariadb, cluster={"name": "basic"},
-        preflight={"policy": "Enforce", "timeoutSeconds": 60}, **settings,
+    return bed.manifest(
+        name, cluster={"name": "basic"},
+        preflight={"policy": "Enforce", "timeoutSeconds": 60}, **settings, pd_url=pd_url,
     )  # fmt: skip
-    body["spec"]["target"]["pdURL"] = pd_url
-    return body
 
 
-def standin_cluster(api: client.ApiClient, namespace: str) -> None:
-    create_standin_cluster(
-        api, namespace, "basic", {"pd": ["node2"], "tikv": ["node2", "node3"], "tidb": ["node3"]}
-    )
+def start_guarded(
+    bed: RunBed, fake_pd: FakePD, name: str, *, step: int | None = 1, **spec: Any
+) -> None:
+    """The stand-in cluster `basic`, then a guarded run; back when step `step` (from 0) runs."""
+    bed.cluster("basic", {"pd": ["node2"], "tikv": ["node2", "node3"], "tidb": ["node3"]})
+    bed.create(guarded_run(bed, name, fake_pd.url, **spec))
+    if step is not None:
+        wait_step_running(bed, name, step)
 
 
-def wait_step_running(api: client.ApiClient, namespace: str, name: str, index: int) -> None:
+def wait_step_running(bed: RunBed, name: str, index: int) -> None:
     """Until step `index` (from 0) has its pods started (a second into the step)."""
 
     def running() -> bool:
-        steps = (get_run(api, namespace, name).get("status") or {}).get("steps") or []
+        steps = (bed.get(name).get("status") or {}).get("steps") or []
         return len(steps) > index and steps[index].get("phase") == "Running"
 
     wait_for(running, RUN_TIMEOUT, f"step {index + 1} of {name} running", interval=0.2)
     time.sleep(1.0)
+
+
+def succeeded_steps(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The steps of a run that must have succeeded."""
+    assert run["status"]["phase"] == "Succeeded", run["status"]
+    return list(run["status"]["steps"])
+
+
+def flagged_in_step_two(run: dict[str, Any], what: str) -> list[dict[str, Any]]:
+    """Step 2's disturbances of kind `what`, in a run that succeeded with step 1 undisturbed."""
+    steps = succeeded_steps(run)
+    assert steps[0]["valid"] is True and not steps[0].get("disturbances")
+    return [d for d in steps[1]["disturbances"] if d["what"] == what]
 
 
 def what_of(step: dict[str, Any]) -> list[tuple[str, str]]:
@@ -81,30 +85,26 @@ def what_of(step: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def test_field_note_tikv_lands_on_the_bench_node_mid_run_step_flagged_recommendation_from_valid(
-    api: client.ApiClient, core: client.CoreV1Api, namespace: str, mariadb: dict[str, Any],
-    db_secret: str, controller: Any, fake_pd: FakePD,
-) -> None:  # fmt: skip
-    standin_cluster(api, namespace)
-    body = guarded_run("fieldnote", mariadb, fake_pd.url, slo={"latencyMs": 100})
-    create_run(api, namespace, body)
-    wait_step_running(api, namespace, "fieldnote", 1)
+    bed: RunBed, controller: Any, fake_pd: FakePD
+) -> None:
+    start_guarded(bed, fake_pd, "fieldnote", slo={"latencyMs": 100})
     # docs/field-story.md: a third TiKV is scheduled onto the benchmark node while the sweep runs.
     # A stand-in pod runs nothing, so a CPU hog on this (one) machine plays its work.
-    core.create_namespaced_pod(
-        namespace, standin_pod("basic-tikv-2", namespace, "basic", "tikv", "node1")
+    bed.core.create_namespaced_pod(
+        bed.namespace, standin_pod("basic-tikv-2", bed.namespace, "basic", "tikv", "node1")
     )
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         wait_for(
-            lambda: get_run(api, namespace, "fieldnote")["status"]["steps"][1]["phase"]
+            lambda: bed.get("fieldnote")["status"]["steps"][1]["phase"]
             == "Succeeded",
             RUN_TIMEOUT, "step 2 recorded",
         )  # fmt: skip
     finally:
         hog.kill()
         hog.wait()
-    core.delete_namespaced_pod("basic-tikv-2", namespace, grace_period_seconds=0)
-    run = wait_run(api, namespace, "fieldnote", timeout=RUN_TIMEOUT)
+    bed.core.delete_namespaced_pod("basic-tikv-2", bed.namespace, grace_period_seconds=0)
+    run = bed.wait("fieldnote", timeout=RUN_TIMEOUT)
     st = run["status"]
     assert st["phase"] == "Succeeded", st
     assert st["preflight"]["checks"] and all(
@@ -121,33 +121,28 @@ def test_field_note_tikv_lands_on_the_bench_node_mid_run_step_flagged_recommenda
     assert st["summary"]["recommendedThreads"] in valid_threads
     assert st["summary"]["peakThreads"] in valid_threads
     assert st["invalidSteps"] >= 1
-    reasons = [e.reason for e in run_events(core, namespace, "fieldnote")]
+    reasons = [e.reason for e in bed.events("fieldnote")]
     assert "StepDisturbed" in reasons
     print("field story QPS by step:", [(s["threads"], s["qps"], s["valid"]) for s in st["steps"]])
 
 
 def test_retry_measures_the_disturbed_step_again_after_the_pod_leaves_and_keeps_the_first(
-    api: client.ApiClient, core: client.CoreV1Api, namespace: str, mariadb: dict[str, Any],
-    db_secret: str, controller: Any, fake_pd: FakePD,
-) -> None:  # fmt: skip
-    standin_cluster(api, namespace)
-    create_run(
-        api, namespace, guarded_run("again", mariadb, fake_pd.url, guard={"policy": "Retry"})
-    )
-    wait_step_running(api, namespace, "again", 1)
-    core.create_namespaced_pod(
-        namespace, standin_pod("basic-tikv-2", namespace, "basic", "tikv", "node1")
+    bed: RunBed, controller: Any, fake_pd: FakePD
+) -> None:
+    start_guarded(bed, fake_pd, "again", guard={"policy": "Retry"})
+    bed.core.create_namespaced_pod(
+        bed.namespace, standin_pod("basic-tikv-2", bed.namespace, "basic", "tikv", "node1")
     )
 
     def waiting() -> bool:
-        step = get_run(api, namespace, "again")["status"]["steps"][1]
+        step = bed.get("again")["status"]["steps"][1]
         return bool(step.get("guardWaitSince"))
 
     wait_for(waiting, RUN_TIMEOUT, "step 2 waiting to be measured again")
     time.sleep(6)  # the gate is asked again while the pod is still there: the step waits
-    assert get_run(api, namespace, "again")["status"]["steps"][1]["phase"] == "Pending"
-    core.delete_namespaced_pod("basic-tikv-2", namespace, grace_period_seconds=0)
-    run = wait_run(api, namespace, "again", timeout=RUN_TIMEOUT)
+    assert bed.get("again")["status"]["steps"][1]["phase"] == "Pending"
+    bed.core.delete_namespaced_pod("basic-tikv-2", bed.namespace, grace_period_seconds=0)
+    run = bed.wait("again", timeout=RUN_TIMEOUT)
     st = run["status"]
     assert st["phase"] == "Succeeded", st
     step = st["steps"][1]
@@ -158,17 +153,15 @@ def test_retry_measures_the_disturbed_step_again_after_the_pod_leaves_and_keeps_
     assert clean.get("disturbances", []) == []
     assert step["qps"] == clean["result"]["qps"]
     assert all(s["valid"] for s in st["steps"])
-    reasons = [e.reason for e in run_events(core, namespace, "again")]
+    reasons = [e.reason for e in bed.events("again")]
     assert "StepMeasuredAgain" in reasons
 
 
 def test_a_quiet_run_has_no_disturbance_on_any_step(
-    api: client.ApiClient, namespace: str, mariadb: dict[str, Any], db_secret: str,
-    controller: Any, fake_pd: FakePD,
-) -> None:  # fmt: skip
-    standin_cluster(api, namespace)
-    create_run(api, namespace, guarded_run("quiet", mariadb, fake_pd.url))
-    run = wait_run(api, namespace, "quiet", timeout=RUN_TIMEOUT)
+    bed: RunBed, controller: Any, fake_pd: FakePD
+) -> None:
+    start_guarded(bed, fake_pd, "quiet", step=None)
+    run = bed.wait("quiet", timeout=RUN_TIMEOUT)
     assert run["status"]["phase"] == "Succeeded", run["status"]
     assert_quiet(run)
     assert all(s["valid"] for s in run["status"]["steps"])
@@ -176,56 +169,41 @@ def test_a_quiet_run_has_no_disturbance_on_any_step(
 
 
 def test_a_tikv_restart_mid_step_is_a_disturbance(
-    api: client.ApiClient, core: client.CoreV1Api, namespace: str, mariadb: dict[str, Any],
-    db_secret: str, controller: Any, fake_pd: FakePD,
-) -> None:  # fmt: skip
-    standin_cluster(api, namespace)
-    create_run(api, namespace, guarded_run("restart", mariadb, fake_pd.url))
-    wait_step_running(api, namespace, "restart", 1)
-    pod = core.read_namespaced_pod("basic-tikv-1", namespace)
+    bed: RunBed, controller: Any, fake_pd: FakePD
+) -> None:
+    start_guarded(bed, fake_pd, "restart")
+    pod = bed.core.read_namespaced_pod("basic-tikv-1", bed.namespace)
     # As a kubelet reports a container that exited and was started again.
-    statuses = api.sanitize_for_serialization(pod.status.container_statuses)
+    statuses = bed.api.sanitize_for_serialization(pod.status.container_statuses)
     statuses = [{**c, "restartCount": 1} for c in statuses]
-    core.patch_namespaced_pod_status(
-        "basic-tikv-1", namespace, {"status": {"containerStatuses": statuses}}
+    bed.core.patch_namespaced_pod_status(
+        "basic-tikv-1", bed.namespace, {"status": {"containerStatuses": statuses}}
     )
-    run = wait_run(api, namespace, "restart", timeout=RUN_TIMEOUT)
-    steps = run["status"]["steps"]
-    assert run["status"]["phase"] == "Succeeded", run["status"]
+    run = bed.wait("restart", timeout=RUN_TIMEOUT)
+    steps = succeeded_steps(run)
     assert ("PodRestarted", "basic-tikv-1") in what_of(steps[1]), steps[1]
     assert steps[1]["valid"] is False
     assert steps[0]["valid"] is True and not steps[0].get("disturbances")
 
 
 def test_pending_pd_operators_mid_step_are_a_disturbance(
-    api: client.ApiClient, namespace: str, mariadb: dict[str, Any], db_secret: str,
-    controller: Any, fake_pd: FakePD,
-) -> None:  # fmt: skip
-    standin_cluster(api, namespace)
-    create_run(api, namespace, guarded_run("operators", mariadb, fake_pd.url))
-    wait_step_running(api, namespace, "operators", 1)
+    bed: RunBed, controller: Any, fake_pd: FakePD
+) -> None:
+    start_guarded(bed, fake_pd, "operators")
     fake_pd.set_body(OPERATORS, [PENDING_OPERATOR] * 5)
     time.sleep(3)
     fake_pd.set_body(OPERATORS, "[]\n")
-    run = wait_run(api, namespace, "operators", timeout=RUN_TIMEOUT)
-    steps = run["status"]["steps"]
-    assert run["status"]["phase"] == "Succeeded", run["status"]
-    found = [d for d in steps[1]["disturbances"] if d["what"] == "PendingOperators"]
+    run = bed.wait("operators", timeout=RUN_TIMEOUT)
+    found = flagged_in_step_two(run, "PendingOperators")
     assert found and found[0]["source"] == "PD" and "5 pending PD operators" in found[0]["message"]
-    assert steps[0]["valid"] is True and not steps[0].get("disturbances")
 
 
 def test_a_store_going_down_mid_step_under_abort_fails_the_run_naming_the_store(
-    api: client.ApiClient, namespace: str, mariadb: dict[str, Any], db_secret: str,
-    controller: Any, fake_pd: FakePD,
-) -> None:  # fmt: skip
-    standin_cluster(api, namespace)
-    create_run(
-        api, namespace, guarded_run("storedown", mariadb, fake_pd.url, guard={"policy": "Abort"})
-    )
-    wait_step_running(api, namespace, "storedown", 1)
+    bed: RunBed, controller: Any, fake_pd: FakePD
+) -> None:
+    start_guarded(bed, fake_pd, "storedown", guard={"policy": "Abort"})
     fake_pd.set_store_state(5, "Down")
-    run = wait_run(api, namespace, "storedown", timeout=RUN_TIMEOUT)
+    run = bed.wait("storedown", timeout=RUN_TIMEOUT)
     st = run["status"]
     assert st["phase"] == "Failed", st
     assert "store 5" in st["message"] and "Down" in st["message"], st["message"]
@@ -234,47 +212,36 @@ def test_a_store_going_down_mid_step_under_abort_fails_the_run_naming_the_store(
 
 
 def test_the_tidbcluster_upgrading_mid_run_is_a_disturbance(
-    api: client.ApiClient, namespace: str, mariadb: dict[str, Any], db_secret: str,
-    controller: Any, fake_pd: FakePD,
-) -> None:  # fmt: skip
-    standin_cluster(api, namespace)
-    create_run(api, namespace, guarded_run("upgrade", mariadb, fake_pd.url))
-    wait_step_running(api, namespace, "upgrade", 1)
-    client.CustomObjectsApi(api).patch_namespaced_custom_object(
-        "pingcap.com", "v1alpha1", namespace, "tidbclusters", "basic",
+    bed: RunBed, controller: Any, fake_pd: FakePD
+) -> None:
+    start_guarded(bed, fake_pd, "upgrade")
+    client.CustomObjectsApi(bed.api).patch_namespaced_custom_object(
+        "pingcap.com", "v1alpha1", bed.namespace, "tidbclusters", "basic",
         {"status": {"tikv": {"phase": "Upgrade"}}},
     )  # fmt: skip
-    run = wait_run(api, namespace, "upgrade", timeout=RUN_TIMEOUT)
-    steps = run["status"]["steps"]
-    assert run["status"]["phase"] == "Succeeded", run["status"]
-    found = [d for d in steps[1]["disturbances"] if d["what"] == "ClusterPhase"]
+    run = bed.wait("upgrade", timeout=RUN_TIMEOUT)
+    found = flagged_in_step_two(run, "ClusterPhase")
     assert found and found[0]["object"] == "basic" and "Upgrade" in found[0]["message"]
-    assert steps[0]["valid"] is True and not steps[0].get("disturbances")
 
 
 def test_a_neighbour_load_during_one_step_is_a_stall_from_the_interval_series(
-    api: client.ApiClient, namespace: str, mariadb: dict[str, Any], db_secret: str,
-    controller: Any, fake_pd: FakePD,
-) -> None:  # fmt: skip
-    standin_cluster(api, namespace)
-    body = guarded_run("neighbour", mariadb, fake_pd.url, durationSeconds=6)
-    create_run(api, namespace, body)
-    wait_step_running(api, namespace, "neighbour", 1)
+    bed: RunBed, controller: Any, fake_pd: FakePD
+) -> None:
+    start_guarded(bed, fake_pd, "neighbour", durationSeconds=6)
     time.sleep(1.5)  # into the measured part of step 2
     # Another tenant's 128 connections hammer the same database for 3 s.
     neighbour = subprocess.run(
         [
-            "sysbench", "oltp_point_select", f"--mysql-host={mariadb['host']}",
-            f"--mysql-port={mariadb['port']}", f"--mysql-user={mariadb['user']}",
-            f"--mysql-password={mariadb['password']}", "--mysql-db=sbtest", "--tables=1",
+            "sysbench", "oltp_point_select", f"--mysql-host={bed.mariadb['host']}",
+            f"--mysql-port={bed.mariadb['port']}", f"--mysql-user={bed.mariadb['user']}",
+            f"--mysql-password={bed.mariadb['password']}", "--mysql-db=sbtest", "--tables=1",
             "--table-size=1000", "--threads=128", "--time=3", "run",
         ],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert neighbour.returncode == 0, neighbour.stdout[-2000:] + neighbour.stderr[-2000:]
-    run = wait_run(api, namespace, "neighbour", timeout=RUN_TIMEOUT)
-    steps = run["status"]["steps"]
-    assert run["status"]["phase"] == "Succeeded", run["status"]
+    run = bed.wait("neighbour", timeout=RUN_TIMEOUT)
+    steps = succeeded_steps(run)
     stalls = [d for d in steps[1]["disturbances"] if d["what"] == "Stall"]
     assert stalls and stalls[0]["source"] == "sysbench", steps[1]
     assert "median" in stalls[0]["message"]

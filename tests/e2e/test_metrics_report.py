@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
+from e2e.conftest import Controller
 from testbed.cluster import Testbed
-from testbed.kube import wait_for
-from testbed.runs import assert_quiet, create_run, get_run, run_manifest, wait_run
+from testbed.kube import delete_namespace, has_default_service_account, namespace_exists, wait_for
+from testbed.runs import add_db_secret, assert_quiet, create_run, get_run, run_manifest, wait_run
 
 pytestmark = pytest.mark.e2e
 
@@ -49,65 +49,30 @@ def metrics_env(
     """
     ns = f"{PREFIX}-{secrets.token_hex(3)}"
     core.create_namespace({"metadata": {"name": ns}})
-    wait_for(lambda: _has_sa(core, ns), 30, f"ServiceAccount default in {ns}")
-    core.create_namespaced_secret(
-        ns,
-        {
-            "metadata": {"name": "db"},
-            "stringData": {"user": str(mariadb["user"]), "password": str(mariadb["password"])},
-        },
-    )
+    wait_for(lambda: has_default_service_account(core, ns), 30, f"ServiceAccount default in {ns}")
+    add_db_secret(core, ns, mariadb)
     port = free_port()
-    log = testbed.logs / f"controller-{PREFIX}.log"
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(testbed.kubeconfig),
-        "TIDB_BENCH_METRICS_PORT": str(port),
-        "TIDB_BENCH_LIVENESS": "",
-        "TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS": "20",
-    }
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [TIDB_BENCH, "operator", f"--namespace={PREFIX}-*"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
+    ctl = Controller(
+        testbed,
+        testbed.kubeconfig,
+        testbed.logs / f"controller-{PREFIX}.log",
+        {
+            "TIDB_BENCH_METRICS_PORT": str(port),
+            "TIDB_BENCH_LIVENESS": "",
+            "TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS": "20",
+        },
+        namespaces=(f"{PREFIX}-*",),
+    )
+    ctl.start()
     try:
-        wait_for(lambda: "tidb-bench-operator ready" in log.read_text(), 30, "controller start")
-        assert f"metrics on :{port}/metrics" in log.read_text()
+        assert f"metrics on :{port}/metrics" in ctl.log.read_text()
         yield ns, port
     finally:
         try:
-            core.delete_namespace(ns)
-            wait_for(lambda: not _exists(core, ns), 60, f"namespace {ns} gone")
+            delete_namespace(core, ns)
+            wait_for(lambda: not namespace_exists(core, ns), 60, f"namespace {ns} gone")
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-def _exists(core: client.CoreV1Api, ns: str) -> bool:
-    try:
-        core.read_namespace(ns)
-        return True
-    except ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise
-
-
-def _has_sa(core: client.CoreV1Api, ns: str) -> bool:
-    try:
-        core.read_namespaced_service_account("default", ns)
-        return True
-    except ApiException:
-        return False
+            ctl.stop()
 
 
 def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -21,9 +20,11 @@ from kubernetes.stream import stream
 
 from testbed.fake_pd import DATA_DIR, FakePD, field_note_stores
 from testbed.kube import create_standin_cluster, pd_ctl_exec, wait_for
-from testbed.runs import create_run, get_run, run_events, run_manifest, wait_run
+from testbed.runs import RunBed, assert_blocked_only_by, checks_of, condition
 from tidb_bench_operator.adapters.pd import ExecPDClient
 from tidb_bench_operator.domain.pd import parse_stores
+
+pytestmark = pytest.mark.e2e
 
 OPERATORS = "/pd/api/v1/operators"
 # A real operator string as PD v7.3+ prints it (https://github.com/tikv/pd/blob/v8.1.1/pkg/schedule/operator/operator.go).
@@ -40,38 +41,23 @@ SPREAD = {"pd": 1, "tikv": 1, "tidb": 1}
 
 
 @pytest.fixture
-def fake_pd() -> Iterator[FakePD]:
-    """A FakePD serving recorded PD v8.1 bodies (three balanced TiKV stores, no operators)."""
-    with FakePD() as pd:
-        yield pd
-
-
-@pytest.fixture
 def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-def preflight_run(
-    name: str, mariadb: dict[str, Any], *, pd_url: str | None = None, **spec: Any
-) -> dict[str, Any]:
-    """A one-step run whose SQL goes to MariaDB and, given pd_url, whose PD reads go there."""
-    body = run_manifest(name, mariadb, threads=[2], durationSeconds=2, **spec)
-    if pd_url is not None:
-        body["spec"]["target"]["pdURL"] = pd_url
-    return body
+def preflight_run(bed: RunBed, name: str, *, pd_url: str | None = None, **spec: Any) -> None:
+    """Create a one-step run whose SQL goes to MariaDB and, given pd_url, whose PD reads go there."""
+    bed.create(bed.manifest(name, threads=[2], durationSeconds=2, pd_url=pd_url, **spec))
 
 
-def checks_of(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {c["name"]: c for c in run["status"]["preflight"]["checks"]}
-
-
-def condition(run: dict[str, Any], type_: str) -> dict[str, Any]:
-    for c in (run.get("status") or {}).get("conditions") or []:
-        if c["type"] == type_:
-            return dict(c)
-    return {}
+def held_by_pending_operators(bed: RunBed, fake_pd: FakePD, name: str, policy: str) -> None:
+    """PD has a pending operator; then a run whose preflight, under `policy`, allows 120 s."""
+    fake_pd.set_body(OPERATORS, [PENDING_OPERATOR])
+    preflight_run(
+        bed, name, pd_url=fake_pd.url, preflight={"policy": policy, "timeoutSeconds": 120}
+    )
 
 
 class JobWatch:
@@ -108,66 +94,48 @@ class JobWatch:
 
 
 def test_tikv_pods_piled_on_one_node_fail_topology_spread_naming_the_nodes(
-    api: client.ApiClient,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    controller: Any,
-    fake_pd: FakePD,
+    bed: RunBed, controller: Any, fake_pd: FakePD
 ) -> None:
-    create_standin_cluster(
-        api,
-        namespace,
+    bed.cluster(
         "basic",
         {"pd": ["node3"], "tikv": ["node2", "node2", "node3"], "tidb": ["node2"]},
         spread=SPREAD,
     )
-    body = preflight_run(
+    preflight_run(
+        bed,
         "spread",
-        mariadb,
         pd_url=fake_pd.url,
         cluster={"name": "basic"},
         preflight={"policy": "Enforce", "timeoutSeconds": 8},
     )
-    create_run(api, namespace, body)
-    run = wait_run(api, namespace, "spread", timeout=RUN_TIMEOUT)
+    run = bed.wait("spread", timeout=RUN_TIMEOUT)
     assert run["status"]["phase"] == "Failed", run["status"]
     spread = checks_of(run)["topology-spread"]
     assert spread["status"] == "Fail"
     assert "TiKV node2:2 node3:1 node1:0" in spread["message"]
     assert "skew 2 > maxSkew 1" in spread["message"]
-    assert "topology-spread" in run["status"]["message"]
     # Everything else was fair: only the spread blocks the run.
-    others = {n: c["status"] for n, c in checks_of(run).items() if n != "topology-spread"}
-    assert set(others.values()) == {"Pass"}, others
+    assert_blocked_only_by(run, "topology-spread")
 
 
 def test_a_tikv_pod_on_the_bench_node_fails_isolation_and_no_job_is_ever_created(
-    api: client.ApiClient,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    controller: Any,
-    fake_pd: FakePD,
+    bed: RunBed, controller: Any, fake_pd: FakePD
 ) -> None:
-    create_standin_cluster(
-        api,
-        namespace,
+    bed.cluster(
         "basic",
         {"pd": ["node2"], "tikv": ["node1", "node2", "node3"], "tidb": ["node3"]},
         spread=SPREAD,
     )
-    jobs = JobWatch(api, namespace)
+    jobs = JobWatch(bed.api, bed.namespace)
     try:
-        body = preflight_run(
+        preflight_run(
+            bed,
             "isolated",
-            mariadb,
             pd_url=fake_pd.url,
             cluster={"name": "basic"},
             preflight={"policy": "Enforce", "timeoutSeconds": 8},
         )
-        create_run(api, namespace, body)
-        run = wait_run(api, namespace, "isolated", timeout=RUN_TIMEOUT)
+        run = bed.wait("isolated", timeout=RUN_TIMEOUT)
         time.sleep(3)  # a Job created right after the verdict would still be seen
     finally:
         seen = jobs.stop()
@@ -180,25 +148,12 @@ def test_a_tikv_pod_on_the_bench_node_fails_isolation_and_no_job_is_ever_created
 
 
 def test_pending_operators_hold_the_run_until_they_drain_then_it_proceeds_and_succeeds(
-    api: client.ApiClient,
-    core: client.CoreV1Api,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    controller: Any,
-    fake_pd: FakePD,
+    bed: RunBed, controller: Any, fake_pd: FakePD
 ) -> None:
-    fake_pd.set_body(OPERATORS, [PENDING_OPERATOR])
-    body = preflight_run(
-        "settling",
-        mariadb,
-        pd_url=fake_pd.url,
-        preflight={"policy": "Enforce", "timeoutSeconds": 120},
-    )
-    create_run(api, namespace, body)
+    held_by_pending_operators(bed, fake_pd, "settling", "Enforce")
 
     def waiting() -> dict[str, Any] | None:
-        run = get_run(api, namespace, "settling")
+        run = bed.get("settling")
         cond = condition(run, "PreflightPassed")
         return run if (cond.get("status"), cond.get("reason")) == ("False", "Waiting") else None
 
@@ -214,7 +169,7 @@ def test_pending_operators_hold_the_run_until_they_drain_then_it_proceeds_and_su
     drained_at = time.monotonic() + drain_after
 
     run = wait_for(
-        lambda: (r := get_run(api, namespace, "settling"))["status"]["phase"] != "Preflight" and r,
+        lambda: (r := bed.get("settling"))["status"]["phase"] != "Preflight" and r,
         60,
         "the run to leave Preflight once the operators drained",
     )
@@ -223,14 +178,14 @@ def test_pending_operators_hold_the_run_until_they_drain_then_it_proceeds_and_su
     # The controller re-evaluates every 5 s: it proceeds within one retry of the drain (plus
     # slack for a test bed shared with other suites).
     assert left_after_drain < 10, left_after_drain
-    run = wait_run(api, namespace, "settling", timeout=RUN_TIMEOUT)
+    run = bed.wait("settling", timeout=RUN_TIMEOUT)
     status = run["status"]
     assert status["phase"] == "Succeeded", status
     assert status["preflight"]["attempts"] > 1
     settled = checks_of(run)["pending-operators"]
     assert (settled["status"], settled["message"]) == ("Pass", "no pending PD operators")
     assert condition(run, "PreflightPassed")["status"] == "True"
-    events = [(e.type, e.reason, e.message) for e in run_events(core, namespace, "settling")]
+    events = [(e.type, e.reason, e.message) for e in bed.events("settling")]
     waiting_events = [e for e in events if e[1] == "PreflightWaiting"]
     assert waiting_events and waiting_events[0][0] == "Warning"
     assert "pending-operators" in waiting_events[0][2]
@@ -252,20 +207,10 @@ def _seconds_between(start: str, end: str) -> float:
 
 
 def test_under_warn_pending_operators_are_recorded_and_the_run_proceeds_at_once(
-    api: client.ApiClient,
-    core: client.CoreV1Api,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    controller: Any,
-    fake_pd: FakePD,
+    bed: RunBed, controller: Any, fake_pd: FakePD
 ) -> None:
-    fake_pd.set_body(OPERATORS, [PENDING_OPERATOR])
-    body = preflight_run(
-        "hasty", mariadb, pd_url=fake_pd.url, preflight={"policy": "Warn", "timeoutSeconds": 120}
-    )
-    create_run(api, namespace, body)
-    run = wait_run(api, namespace, "hasty", timeout=RUN_TIMEOUT)
+    held_by_pending_operators(bed, fake_pd, "hasty", "Warn")
+    run = bed.wait("hasty", timeout=RUN_TIMEOUT)
     status = run["status"]
     assert status["phase"] == "Succeeded", status
     assert status["preflight"]["attempts"] == 1
@@ -275,27 +220,18 @@ def test_under_warn_pending_operators_are_recorded_and_the_run_proceeds_at_once(
     cond = condition(run, "PreflightPassed")
     assert (cond["status"], cond["reason"]) == ("False", "ProceededFail")
     assert "recorded, run continues (policy Warn)" in cond["message"]
-    events = [(e.type, e.reason, e.message) for e in run_events(core, namespace, "hasty")]
+    events = [(e.type, e.reason, e.message) for e in bed.events("hasty")]
     assert ("Warning", "PreflightFail", f"pending-operators: {pending['message']}") in events
     assert not any(e[1] == "PreflightWaiting" for e in events)
 
 
 @pytest.mark.parametrize("policy", ["Enforce", "Warn"])
 def test_an_unreachable_pd_is_a_precise_failure_or_a_recorded_warning_by_policy(
-    api: client.ApiClient,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    controller: Any,
-    closed_port: int,
-    policy: str,
+    bed: RunBed, controller: Any, closed_port: int, policy: str
 ) -> None:
     pd_url = f"http://127.0.0.1:{closed_port}"
-    body = preflight_run(
-        "nopd", mariadb, pd_url=pd_url, preflight={"policy": policy, "timeoutSeconds": 8}
-    )
-    create_run(api, namespace, body)
-    run = wait_run(api, namespace, "nopd", timeout=RUN_TIMEOUT)
+    preflight_run(bed, "nopd", pd_url=pd_url, preflight={"policy": policy, "timeoutSeconds": 8})
+    run = bed.wait("nopd", timeout=RUN_TIMEOUT)
     status = run["status"]
     checks = checks_of(run)
     expected = f"PD at {pd_url} is unreachable from the controller: connection refused"
@@ -376,37 +312,29 @@ def test_an_executable_missing_from_the_pod_is_an_exec_failure_with_its_exit_cod
 
 
 def test_a_run_with_pd_transport_exec_gets_its_pd_checks_through_pd_ctl_in_the_pd_pod(
-    api: client.ApiClient,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    controller: Any,
-    fake_pd: FakePD,
+    bed: RunBed, controller: Any, fake_pd: FakePD
 ) -> None:
-    fake_pd.set_body("/pd/api/v1/stores", field_note_stores(namespace))
-    create_standin_cluster(
-        api,
-        namespace,
+    fake_pd.set_body("/pd/api/v1/stores", field_note_stores(bed.namespace))
+    bed.cluster(
         "basic",
         {"pd": ["node2"], "tikv": ["node2", "node3"], "tidb": ["node3"]},
         spread=SPREAD,
         exec_commands={"pd": pd_ctl_exec(fake_pd.url)},
     )
     # No pdURL: the only way to this FakePD is the exec annotation of basic-pd-0.
-    body = preflight_run(
+    preflight_run(
+        bed,
         "viaexec",
-        mariadb,
         cluster={"name": "basic"},
         preflight={"policy": "Enforce", "timeoutSeconds": 8, "pdTransport": "Exec"},
     )
-    create_run(api, namespace, body)
-    run = wait_run(api, namespace, "viaexec", timeout=RUN_TIMEOUT)
+    run = bed.wait("viaexec", timeout=RUN_TIMEOUT)
     assert run["status"]["phase"] == "Failed", run["status"]
     checks = checks_of(run)
     leaders = checks["leader-size-balance"]
     assert leaders["status"] == "Fail"
     assert (
-        f"store 4 (basic-tikv-3.basic-tikv-peer.{namespace}.svc:20160) holds 689 MiB"
+        f"store 4 (basic-tikv-3.basic-tikv-peer.{bed.namespace}.svc:20160) holds 689 MiB"
         in (leaders["message"])
     )
     assert leaders["stores"][0] == 4

@@ -9,7 +9,7 @@ import pytest
 from kubernetes import client
 
 from testbed.kube import wait_for
-from testbed.runs import GROUP, PLURAL, VERSION, create_run, run_manifest
+from testbed.runs import GROUP, PLURAL, VERSION, RunBed
 
 pytestmark = pytest.mark.e2e
 
@@ -17,20 +17,15 @@ RUNS = 20
 
 
 def test_twenty_queued_runs_all_succeed_one_at_a_time_in_creation_order(
-    api: client.ApiClient,
-    core: client.CoreV1Api,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    controller: Any,
+    bed: RunBed, controller: Any
 ) -> None:
     names = [f"q-{i:02d}" for i in range(RUNS)]
     for name in names:
-        create_run(api, namespace, run_manifest(name, mariadb, threads=[1], durationSeconds=1))
-    custom = client.CustomObjectsApi(api)
+        bed.create(bed.manifest(name, threads=[1], durationSeconds=1))
+    custom = client.CustomObjectsApi(bed.api)
 
     def all_done() -> list[dict[str, Any]] | None:
-        items = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]
+        items = custom.list_namespaced_custom_object(GROUP, VERSION, bed.namespace, PLURAL)["items"]
         phases = [(r.get("status") or {}).get("phase") for r in items]
         return (
             items
@@ -49,7 +44,7 @@ def test_twenty_queued_runs_all_succeed_one_at_a_time_in_creation_order(
     events = sorted(
         (
             e
-            for e in core.list_namespaced_event(namespace).items
+            for e in bed.core.list_namespaced_event(bed.namespace).items
             if e.involved_object.kind == "BenchmarkRun" and e.reason in ("Preflight", "Succeeded")
         ),
         key=lambda e: int(e.metadata.resource_version),

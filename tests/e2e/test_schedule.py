@@ -11,6 +11,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,11 @@ import pytest
 from kubernetes import client
 
 from testbed.cluster import Testbed
+from testbed.kube import stop_process, wait_for
 from testbed.runs import (
     GROUP,
     VERSION,
+    condition,
     create_run,
     get_run,
     run_manifest,
@@ -95,14 +98,8 @@ def ts(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def poll(predicate: Any, timeout: float, what: str, interval: float = 1.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise TimeoutError(f"{what} not seen within {timeout:.0f}s")
+#: The waits poll once a second: the bed measures meanwhile, on two cores.
+poll = partial(wait_for, interval=1.0)
 
 
 def sleep_until(when: datetime) -> None:
@@ -114,12 +111,6 @@ def manual_run(name: str, schedule: str, mariadb: dict[str, Any], **spec: Any) -
     body = run_manifest(name, mariadb, **spec)
     body["metadata"]["labels"] = {LABEL: schedule}
     return body
-
-
-def condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
-    return next(
-        (c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == type_), None
-    )
 
 
 def step_qps(run: dict[str, Any]) -> dict[int, float]:
@@ -326,12 +317,7 @@ def noisy_neighbour(mariadb: dict[str, Any], threads: int = 8) -> Iterator[None]
         assert proc.poll() is None, "the neighbour sysbench exited at once"
         yield
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 10)
         secrets_dir.cleanup()
 
 
@@ -365,7 +351,7 @@ def test_nightly_runs_with_three_trials_flag_a_planted_slowdown_and_not_a_quiet_
         foreign = probe.cores()
         judged = recorded(run)
         cond = condition(judged, "Regressed")
-        assert cond is not None
+        assert cond
         print(
             f"\n{run}: median QPS {step_qps(judged)}, foreign load {foreign:.2f} cores, "
             f"Regressed={cond['status']} ({cond['reason']}): {cond['message']}"
@@ -434,7 +420,7 @@ def test_nightly_runs_with_three_trials_flag_a_planted_slowdown_and_not_a_quiet_
         wait_run(api, namespace, planted, timeout=240)
     judged = recorded(planted)
     cond = condition(judged, "Regressed")
-    assert cond is not None and cond["status"] == "True", cond
+    assert cond and cond["status"] == "True", cond
     verdict = judged["status"]["regression"]
     assert verdict["verdict"] == "Regressed"
     flagged = [s for s in verdict["steps"] if s["verdict"] == "Regressed"]
@@ -473,7 +459,7 @@ def test_nightly_runs_with_three_trials_flag_a_planted_slowdown_and_not_a_quiet_
     ]
     assert [h.get("verdict") for h in status["history"]][-2:] == ["NoChange", "Regressed"]
     sched_cond = condition({"status": status}, "Regressed")
-    assert sched_cond is not None and sched_cond["status"] == "True"
+    assert sched_cond and sched_cond["status"] == "True"
     assert [r["metadata"]["name"] for r in runs_of(api, namespace, name)] == [
         f"{name}-base-3",
         f"{name}-quiet",

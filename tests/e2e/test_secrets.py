@@ -143,7 +143,13 @@ def everything_written(api: client.ApiClient, ns: str, ctl: Controller) -> dict[
     }
     for pod in core.list_namespaced_pod(ns).items:
         out[f"Pod {pod.metadata.name}"] = json.dumps(raw(api, pod))
-        out[f"log of {pod.metadata.name}"] = core.read_namespaced_pod_log(pod.metadata.name, ns)
+        try:
+            out[f"log of {pod.metadata.name}"] = core.read_namespaced_pod_log(pod.metadata.name, ns)
+        except client.exceptions.ApiException as exc:
+            # A finished Job's pod can be deleted between the list and this read; its log is
+            # then gone for every reader, which is what the search is about.
+            if exc.status != 404:
+                raise
     for sa in core.list_namespaced_service_account(ns).items:
         out[f"ServiceAccount {sa.metadata.name}"] = json.dumps(raw(api, sa))
     return out

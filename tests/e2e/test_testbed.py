@@ -11,12 +11,12 @@ from kubernetes.client.rest import ApiException
 
 from testbed.cluster import NOBODY_USER, Testbed
 from testbed.kube import (
-    BENCH_LABEL,
     api_client,
     standin_pod,
     tidbcluster_manifest,
     wait_for,
 )
+from testbed.runs import BENCH_PLACEMENT, add_db_secret
 
 pytestmark = pytest.mark.e2e
 
@@ -37,16 +37,6 @@ ANTI_AFFINITY = {
             }
         ]
     }
-}
-BENCH_PLACEMENT = {
-    "nodeSelector": {BENCH_LABEL: "true"},
-    "tolerations": [
-        {
-            "key": "node-role.kubernetes.io/control-plane",
-            "operator": "Exists",
-            "effect": "NoSchedule",
-        }
-    ],
 }
 
 
@@ -153,13 +143,7 @@ def test_the_scheduler_keeps_the_bench_pod_off_a_node_with_tikv_until_it_leaves(
 def test_a_bench_pod_runs_real_sysbench_against_mariadb_with_log_and_termination_message(
     core: client.CoreV1Api, api: client.ApiClient, namespace: str, mariadb: dict[str, Any]
 ) -> None:
-    core.create_namespaced_secret(
-        namespace,
-        {
-            "metadata": {"name": "db"},
-            "stringData": {"user": str(mariadb["user"]), "password": str(mariadb["password"])},
-        },
-    )
+    add_db_secret(core, namespace, mariadb)
     common = (
         f"--mysql-host={mariadb['host']} --mysql-port={mariadb['port']} "
         "--mysql-user=$DB_USER --mysql-password=$DB_PASSWORD --mysql-db=sbtest "

@@ -21,15 +21,14 @@ from kubernetes import client
 from testbed.cluster import Testbed
 from testbed.deploy import kubectl
 from testbed.fake_pd import FakePD
-from testbed.kube import create_standin_cluster, pd_ctl_exec, wait_for
+from testbed.kube import pd_ctl_exec, wait_for
 from testbed.runs import (
     BENCH_PLACEMENT,
     EXAMPLES,
+    RunBed,
+    assert_blocked_only_by,
     assert_quiet,
-    create_run,
-    get_run,
-    jobs_of,
-    wait_run,
+    checks_of,
 )
 from testbed.v2cluster import (
     ZONE_KEY,
@@ -39,13 +38,9 @@ from testbed.v2cluster import (
     zone_nodes,
 )
 
+pytestmark = pytest.mark.e2e
+
 RUN_TIMEOUT = 240
-
-
-@pytest.fixture
-def fake_pd() -> Iterator[FakePD]:
-    with FakePD() as pd:
-        yield pd
 
 
 @pytest.fixture
@@ -72,10 +67,6 @@ def v2_example_run(mariadb: dict[str, Any], pd_url: str, **spec: Any) -> dict[st
     return dict(doc)
 
 
-def checks_of(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {c["name"]: c for c in run["status"]["preflight"]["checks"]}
-
-
 def basic(tikv: list[str], **tikv_kw: Any) -> dict[str, StandinGroup]:
     """TiDB Operator v2's basic example as a stand-in: groups pd, tikv, tidb."""
     return {
@@ -86,22 +77,16 @@ def basic(tikv: list[str], **tikv_kw: Any) -> dict[str, StandinGroup]:
 
 
 def test_the_v2_example_run_succeeds_and_describe_shows_the_v2_provenance(
-    api: client.ApiClient,
-    testbed: Testbed,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    controller: Any,
-    fake_pd: FakePD,
+    bed: RunBed, testbed: Testbed, controller: Any, fake_pd: FakePD
 ) -> None:
     # PD checks go through pd-ctl in the v2 PD pod, found by its pingcap.com labels.
     groups = basic(["node2", "node3", "node3"])
     groups["pd"].exec_commands = pd_ctl_exec(fake_pd.url)
-    create_v2_standin_cluster(api, namespace, "basic", groups)
-    body = v2_example_run(mariadb, fake_pd.url, preflight={"policy": "Enforce", "timeoutSeconds": 20,
+    create_v2_standin_cluster(bed.api, bed.namespace, "basic", groups)
+    body = v2_example_run(bed.mariadb, fake_pd.url, preflight={"policy": "Enforce", "timeoutSeconds": 20,
                                                             "pdTransport": "Exec"})  # fmt: skip
-    create_run(api, namespace, body)
-    run = wait_run(api, namespace, "v2-cluster-sweep", timeout=RUN_TIMEOUT)
+    bed.create(body)
+    run = bed.wait("v2-cluster-sweep", timeout=RUN_TIMEOUT)
     st = run["status"]
     assert st["phase"] == "Succeeded", st
     assert_quiet(run)  # the guard read the v2 Cluster and its groups on every look
@@ -113,7 +98,7 @@ def test_the_v2_example_run_succeeds_and_describe_shows_the_v2_provenance(
         in spread["message"]
     )
     assert (
-        f"kubectl -n {namespace} patch tikvgroup tikv --type=merge -p "
+        f"kubectl -n {bed.namespace} patch tikvgroup tikv --type=merge -p "
         '\'{"spec":{"schedulePolicies":[{"type":"EvenlySpread","evenlySpread":{"topologies":'
         '[{"topology":{"kubernetes.io/hostname":"node2"}},{"topology":{"kubernetes.io/hostname":"node3"}}]}}]}}\''
     ) in spread["message"]
@@ -127,77 +112,66 @@ def test_the_v2_example_run_succeeds_and_describe_shows_the_v2_provenance(
     assert env["replicas"] == {"pd": 1, "tikv": 3, "tidb": 1}
     assert env["versions"] == {"pd": "v8.5.2", "tikv": "v8.5.2", "tidb": "v8.5.2"}
     described = kubectl(
-        testbed, "-n", namespace, "describe", "benchmarkrun", "v2-cluster-sweep"
+        testbed, "-n", bed.namespace, "describe", "benchmarkrun", "v2-cluster-sweep"
     ).stdout
     # kubectl aligns values with spaces, so match key and value apart.
     for pattern in (r"Cluster Kind:\s+Cluster", r"Versions:", r"Tikv:\s+v8\.5\.2",
                     r"Tikv:\s+pingcap/tikv:v8\.5\.2", r"Tikv:\s+3"):  # fmt: skip
         assert re.search(pattern, described), (pattern, described)
-    assert "Target" in described and f"Cluster {namespace}/basic: TiDB at" in described
+    assert "Target" in described and f"Cluster {bed.namespace}/basic: TiDB at" in described
 
 
 def test_a_v2_tikv_pod_on_the_bench_node_keeps_the_job_off_it_and_fails_bench_node_isolation(
-    api: client.ApiClient,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    controller: Any,
-    fake_pd: FakePD,
+    bed: RunBed, controller: Any, fake_pd: FakePD
 ) -> None:
-    create_v2_standin_cluster(api, namespace, "basic", basic(["node1", "node2", "node3"]))
+    create_v2_standin_cluster(bed.api, bed.namespace, "basic", basic(["node1", "node2", "node3"]))
     tikv_on_bench = "tikv-tikv-000x"
     # Preflight Off: the Job is created, and the real scheduler keeps its pod off node1.
-    placed = v2_example_run(mariadb, fake_pd.url, preflight={"policy": "Off"})
+    placed = v2_example_run(bed.mariadb, fake_pd.url, preflight={"policy": "Off"})
     placed["metadata"]["name"] = "crowded"
-    create_run(api, namespace, placed)
+    bed.create(placed)
 
     def live_reason() -> str:
-        for c in (get_run(api, namespace, "crowded").get("status") or {}).get("conditions", []):
+        for c in (bed.get("crowded").get("status") or {}).get("conditions", []):
             if c["type"] == "Progressing" and c["reason"] == "Unschedulable":
                 return str(c["message"])
         return ""
 
     message = wait_for(live_reason, 60, "the scheduler's reason in status")
     assert "didn't match pod anti-affinity rules" in message, message
-    run = wait_run(api, namespace, "crowded", timeout=90)
+    run = bed.wait("crowded", timeout=90)
     assert run["status"]["phase"] == "Failed"
     assert "didn't match pod anti-affinity rules" in run["status"]["message"]
-    wait_for(lambda: not jobs_of(api, namespace, "crowded"), 30, "the run's Jobs to be removed")
+    wait_for(lambda: not bed.jobs("crowded"), 30, "the run's Jobs to be removed")
 
     # Preflight Enforce: bench-node-isolation names the v2 pod; no Job is created.
     checked = v2_example_run(
-        mariadb, fake_pd.url, preflight={"policy": "Enforce", "timeoutSeconds": 6}
+        bed.mariadb, fake_pd.url, preflight={"policy": "Enforce", "timeoutSeconds": 6}
     )
     checked["metadata"]["name"] = "isolated"
-    create_run(api, namespace, checked)
-    run = wait_run(api, namespace, "isolated", timeout=RUN_TIMEOUT)
+    bed.create(checked)
+    run = bed.wait("isolated", timeout=RUN_TIMEOUT)
     time.sleep(2)
     assert run["status"]["phase"] == "Failed", run["status"]
     isolation = checks_of(run)["bench-node-isolation"]
     assert isolation["status"] == "Fail"
     assert f"pod {tikv_on_bench} (tikv) runs on bench node node1" in isolation["message"]
-    assert not jobs_of(api, namespace, "isolated")
+    assert not bed.jobs("isolated")
 
 
 def test_tikv_two_one_zero_over_three_zones_with_weights_one_fails_topology_spread_naming_them(
-    api: client.ApiClient,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    controller: Any,
-    fake_pd: FakePD,
-    zones: dict[str, str],
+    bed: RunBed, controller: Any, fake_pd: FakePD, zones: dict[str, str]
 ) -> None:
     policy = [({ZONE_KEY: z}, 1) for z in ("a", "b", "c")]
     groups = basic(["node2", "node2", "node3"], topologies=policy)
     groups["pd"].topologies = policy
     groups["tidb"].topologies = policy
-    create_v2_standin_cluster(api, namespace, "basic", groups)
+    create_v2_standin_cluster(bed.api, bed.namespace, "basic", groups)
     body = v2_example_run(
-        mariadb, fake_pd.url, preflight={"policy": "Enforce", "timeoutSeconds": 6}
+        bed.mariadb, fake_pd.url, preflight={"policy": "Enforce", "timeoutSeconds": 6}
     )
-    create_run(api, namespace, body)
-    run = wait_run(api, namespace, "v2-cluster-sweep", timeout=RUN_TIMEOUT)
+    bed.create(body)
+    run = bed.wait("v2-cluster-sweep", timeout=RUN_TIMEOUT)
     assert run["status"]["phase"] == "Failed", run["status"]
     spread = checks_of(run)["topology-spread"]
     assert spread["status"] == "Fail"
@@ -212,42 +186,37 @@ def test_tikv_two_one_zero_over_three_zones_with_weights_one_fails_topology_spre
         f"PD {z}a:1 {z}b:0 {z}c:0 — weights 1:1:1 (PDGroup pd): spread as the weights say."
         in spread["message"]
     )
-    assert "topology-spread" in run["status"]["message"]
-    others = {n: c["status"] for n, c in checks_of(run).items() if n != "topology-spread"}
-    assert set(others.values()) == {"Pass"}, others
+    assert_blocked_only_by(run, "topology-spread")
+
+
+def failure_of_run_on(bed: RunBed, fake_pd: FakePD, name: str, cluster: str) -> dict[str, Any]:
+    """The Failed condition of the v2 example run `name` pointed at `cluster`, once it ended."""
+    body = v2_example_run(bed.mariadb, fake_pd.url)
+    body["metadata"]["name"] = name
+    body["spec"]["cluster"] = {"name": cluster}
+    bed.create(body)
+    run = bed.wait(name, timeout=RUN_TIMEOUT)
+    return next(c for c in run["status"]["conditions"] if c["type"] == "Failed")
 
 
 def test_naming_no_cluster_or_a_name_both_kinds_carry_fails_at_pending_saying_what_to_set(
-    api: client.ApiClient,
-    namespace: str,
-    mariadb: dict[str, Any],
-    db_secret: str,
-    controller: Any,
-    fake_pd: FakePD,
+    bed: RunBed, controller: Any, fake_pd: FakePD
 ) -> None:
-    missing = v2_example_run(mariadb, fake_pd.url)
-    missing["metadata"]["name"] = "nowhere"
-    missing["spec"]["cluster"] = {"name": "nothing"}
-    create_run(api, namespace, missing)
-    run = wait_run(api, namespace, "nowhere", timeout=RUN_TIMEOUT)
-    failed = next(c for c in run["status"]["conditions"] if c["type"] == "Failed")
+    failed = failure_of_run_on(bed, fake_pd, "nowhere", "nothing")
     assert failed["reason"] == "ClusterNotFound"
     assert failed["message"] == (
-        f"spec.cluster.name: neither a TidbCluster nor a Cluster named {namespace}/nothing exists "
-        f"(check cluster.name and cluster.namespace (kubectl -n {namespace} get "
+        f"spec.cluster.name: neither a TidbCluster nor a Cluster named {bed.namespace}/nothing exists "
+        f"(check cluster.name and cluster.namespace (kubectl -n {bed.namespace} get "
         "tidbclusters.pingcap.com,clusters.core.pingcap.com))"
     )
-    create_standin_cluster(api, namespace, "basic", {"pd": ["node2"]})
-    create_v2_standin_cluster(api, namespace, "basic", {"pd": StandinGroup("pd", ["node3"])})
-    both = v2_example_run(mariadb, fake_pd.url)
-    both["metadata"]["name"] = "which"
-    both["spec"]["cluster"] = {"name": "basic"}
-    create_run(api, namespace, both)
-    run = wait_run(api, namespace, "which", timeout=RUN_TIMEOUT)
-    failed = next(c for c in run["status"]["conditions"] if c["type"] == "Failed")
+    bed.cluster("basic", {"pd": ["node2"]})
+    create_v2_standin_cluster(
+        bed.api, bed.namespace, "basic", {"pd": StandinGroup("pd", ["node3"])}
+    )
+    failed = failure_of_run_on(bed, fake_pd, "which", "basic")
     assert (failed["reason"], failed["message"]) == (
         "InvalidSpec",
-        f"spec.cluster.kind: both a TidbCluster and a Cluster named {namespace}/basic exist (set "
+        f"spec.cluster.kind: both a TidbCluster and a Cluster named {bed.namespace}/basic exist (set "
         "cluster.kind to TidbCluster (TiDB Operator v1) or Cluster (v2) to say which)",
     )
-    assert not jobs_of(api, namespace, "nowhere") and not jobs_of(api, namespace, "which")
+    assert not bed.jobs("nowhere") and not bed.jobs("which")

@@ -10,7 +10,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from testbed.cluster import REPO_ROOT
-from testbed.kube import wait_crd_established
+from testbed.kube import create_crd, wait_crd_established
 
 
 def install_project_crds(api: Any) -> None:
@@ -18,11 +18,7 @@ def install_project_crds(api: Any) -> None:
     ext = client.ApiextensionsV1Api(api)
     for path in sorted((REPO_ROOT / "crds").glob("benchmark*.yaml")):
         body = yaml.safe_load(path.read_text())
-        try:
-            ext.create_custom_resource_definition(body)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
+        if not create_crd(ext, body):
             current = ext.read_custom_resource_definition(body["metadata"]["name"])
             body["metadata"]["resourceVersion"] = current.metadata.resource_version
             ext.replace_custom_resource_definition(body["metadata"]["name"], body)

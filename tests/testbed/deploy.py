@@ -18,8 +18,10 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from testbed import kube
 from testbed.cluster import REPO_ROOT, Testbed
-from testbed.kube import api_client, wait_for
+from testbed.kube import api_client, has_default_service_account, wait_for
+from testbed.runs import add_db_secret
 
 KUBECTL = "/usr/bin/kubectl"
 DEPLOY = REPO_ROOT / "deploy"
@@ -131,24 +133,22 @@ def create_namespace(tb: Testbed, prefix: str) -> str:
     core = client.CoreV1Api(_admin(tb))
     name = f"{prefix}-{secrets.token_hex(3)}"
     core.create_namespace({"metadata": {"name": name}})
-    wait_for(lambda: _exists(core, name), 30, f"ServiceAccount default in {name}")
+    wait_for(
+        lambda: has_default_service_account(core, name), 30, f"ServiceAccount default in {name}"
+    )
+    return name
+
+
+def run_namespace(tb: Testbed, prefix: str, mariadb: dict[str, Any]) -> str:
+    """A namespace enabled for runs (deploy/run-namespace) holding the Secret `db`."""
+    name = create_namespace(tb, prefix)
+    enable_namespace(tb, name)
+    add_db_secret(client.CoreV1Api(_admin(tb)), name, mariadb)
     return name
 
 
 def delete_namespace(tb: Testbed, name: str) -> None:
-    try:
-        client.CoreV1Api(_admin(tb)).delete_namespace(name)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-
-
-def _exists(core: client.CoreV1Api, ns: str) -> bool:
-    try:
-        core.read_namespaced_service_account("default", ns)
-        return True
-    except ApiException:
-        return False
+    kube.delete_namespace(client.CoreV1Api(_admin(tb)), name)
 
 
 _CLIENTS: dict[str, client.ApiClient] = {}

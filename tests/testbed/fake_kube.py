@@ -1,10 +1,14 @@
-"""An in-memory stand-in for adapters.k8s.Kube: plain dicts keyed by (namespace, name).
+"""The unit tests' one in-memory stand-in for adapters.k8s.Kube: dicts keyed by (namespace, name).
 
-It behaves like the API server where the reconciler depends on it: objects come back as
-fresh copies (mutating a result changes nothing stored), creating an existing Job returns
-the stored one, Jobs get a uid and a creationTimestamp from the shared clock, and pods of
-a Job carry the `controller-uid` label the Job controller sets. Tests play the part of the
-Job controller and the scheduler with `finish_job`, `leave_unschedulable` and `schedule`.
+It serves every consumer's Protocol (tests/conformance.py checks them): the run
+reconciler's RunKube, the preflight gate's ClusterReader, PD's PodLister and the schedule
+reconciler's ScheduleKube. It behaves like the API server where they depend on it: objects
+come back as fresh copies (mutating a result changes nothing stored), creating an existing
+Job or run returns the stored one, Jobs and runs get a uid and a creationTimestamp from the
+shared clock, status patches are merge patches, and pods of a Job carry the
+`controller-uid` label the Job controller sets. Tests play the part of the Job controller
+and the scheduler with `finish_job`, `leave_unschedulable` and `schedule`; `asked` lists
+the cluster reads in order, and `nodes_error` makes listing nodes fail.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ class FakeClock:
         return self.now
 
 
-def _ts(when: datetime) -> str:
+def rfc3339(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -93,14 +97,25 @@ class FakeKube:
         self.create_job_calls: list[str] = []
         self.created_jobs: list[str] = []
         self.deleted_jobs: list[str] = []
+        self.deleted_runs: list[str] = []
+        # The cluster reads, in order ("nodes", "pods NS SELECTOR", "tidbcluster NS/NAME", ...).
+        self.asked: list[str] = []
+        #: Raised by nodes() when set: the API server failing mid-read.
+        self.nodes_error: Exception | None = None
 
     # ---- arranging the world ------------------------------------------------------------
     def add_secret(self, namespace: str, name: str, data: dict[str, str]) -> None:
         self.secrets[(namespace, name)] = dict(data)
 
-    def add_node(self, name: str, labels: dict[str, str] | None = None) -> None:
+    def add_node(
+        self,
+        name: str,
+        labels: dict[str, str] | None = None,
+        taints: list[dict[str, str]] | None = None,
+    ) -> None:
         meta = {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}}
-        self.node_list.append({"metadata": meta, "spec": {}})
+        spec = {} if taints is None else {"taints": copy.deepcopy(taints)}
+        self.node_list.append({"metadata": meta, "spec": spec})
 
     def add_run(self, body: JSON) -> None:
         meta = body["metadata"]
@@ -149,7 +164,7 @@ class FakeKube:
                     "name": key[1],
                     "namespace": namespace,
                     "labels": labels,
-                    "creationTimestamp": _ts(self.clock()),
+                    "creationTimestamp": rfc3339(self.clock()),
                 },
                 "spec": copy.deepcopy(job["spec"]["template"]["spec"]),
                 "status": {"phase": "Pending"},
@@ -174,7 +189,7 @@ class FakeKube:
                     "status": "False",
                     "reason": "Unschedulable",
                     "message": message,
-                    "lastTransitionTime": _ts(self.clock()),
+                    "lastTransitionTime": rfc3339(self.clock()),
                 }
             ],
         }
@@ -281,9 +296,13 @@ class FakeKube:
         return (self.secrets.get((namespace, name)) or {}).get(key)
 
     def nodes(self) -> list[JSON]:
+        self.asked.append("nodes")
+        if self.nodes_error is not None:
+            raise self.nodes_error
         return copy.deepcopy(self.node_list)
 
     def pods(self, namespace: str | None, selector: str) -> list[JSON]:
+        self.asked.append(f"pods {namespace} {selector}")
         return _select(self.pod_store, namespace, selector)
 
     def jobs(self, namespace: str, selector: str) -> list[JSON]:
@@ -295,11 +314,16 @@ class FakeKube:
     def benchmark_runs(self) -> list[JSON]:
         return [copy.deepcopy(r) for _, r in sorted(self.runs.items())]
 
+    def benchmark_runs_in(self, namespace: str, selector: str) -> list[JSON]:
+        return _select(self.runs, namespace, selector)
+
     def tidb_cluster(self, namespace: str, name: str) -> JSON | None:
+        self.asked.append(f"tidbcluster {namespace}/{name}")
         tc = self.tidbclusters.get((namespace, name))
         return None if tc is None else copy.deepcopy(tc)
 
     def v2_cluster(self, namespace: str, name: str) -> JSON | None:
+        self.asked.append(f"cluster {namespace}/{name}")
         found = self.v2_clusters.get((namespace, name))
         return None if found is None else copy.deepcopy(found)
 
@@ -317,7 +341,7 @@ class FakeKube:
         if (ns, name) not in self.job_store:
             job = copy.deepcopy(body)
             job["metadata"]["uid"] = str(uuid.uuid4())
-            job["metadata"]["creationTimestamp"] = _ts(self.clock())
+            job["metadata"]["creationTimestamp"] = rfc3339(self.clock())
             job["status"] = {}
             self.job_store[(ns, name)] = job
             self.created_jobs.append(name)
@@ -346,30 +370,48 @@ class FakeKube:
     def create_event(self, body: JSON) -> None:
         self.events.append(copy.deepcopy(body))
 
-    def patch_benchmark_run_status(self, namespace: str, name: str, status: JSON) -> None:
-        """A merge patch of the stored run's status (None values remove keys)."""
+    def create_benchmark_run(self, body: JSON) -> tuple[JSON, bool]:
+        """(the stored run, True), or (the run already stored under that name, False)."""
+        meta = body["metadata"]
+        key = (meta["namespace"], meta["name"])
+        if key in self.runs:
+            return copy.deepcopy(self.runs[key]), False
+        run = copy.deepcopy(body)
+        run["metadata"]["uid"] = str(uuid.uuid4())
+        run["metadata"]["creationTimestamp"] = rfc3339(self.clock())
+        self.runs[key] = run
+        return copy.deepcopy(run), True
+
+    def delete_benchmark_run(self, namespace: str, name: str) -> bool:
+        self.deleted_runs.append(name)
+        return self.runs.pop((namespace, name), None) is not None
+
+    def patch_benchmark_run_status(self, namespace: str, name: str, status: JSON) -> JSON:
+        """A merge patch of the stored run's status (None values remove keys); the run after."""
         run = self.runs[(namespace, name)]
-        run["status"] = _merged(run.get("status") or {}, copy.deepcopy(status))
+        run["status"] = merge_patch(run.get("status") or {}, status)
+        return copy.deepcopy(run)
 
     # ---- reading what happened -----------------------------------------------------------
-    def event_reasons(self) -> list[str]:
-        return [e["reason"] for e in self.events]
+    def event_reasons(self, kind: str | None = None) -> list[str]:
+        """The Events' reasons in order; of one involved kind (BenchmarkSchedule...) if given."""
+        return [e["reason"] for e in self.events if kind in (None, e["involvedObject"]["kind"])]
 
     def events_of(self, reasons: Iterable[str]) -> list[JSON]:
         wanted = set(reasons)
         return [e for e in self.events if e["reason"] in wanted]
 
 
-def _merged(target: Any, patch: Any) -> Any:
-    """RFC 7386 merge patch."""
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386, as the API server applies a status merge patch (null removes a key)."""
     if not isinstance(patch, dict):
-        return patch
+        return copy.deepcopy(patch)
     result = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
         else:
-            result[key] = _merged(result.get(key), value)
+            result[key] = merge_patch(result.get(key), value)
     return result
 
 

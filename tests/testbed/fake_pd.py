@@ -315,22 +315,35 @@ def field_note_stores(namespace: str = "tidb-cluster") -> dict[str, Any]:
         (4, "basic-tikv-3", 41, 769, 38, 689),
     ]
     stores = [
-        {
-            "store": {
-                "id": sid,
-                "address": f"{pod}.basic-tikv-peer.{namespace}.svc:20160",
-                "version": "8.1.0",
-                "state_name": "Up",
-            },
-            "status": {
-                "capacity": "915.8GiB",
-                "available": "800GiB",
-                "leader_count": leaders,
-                "leader_size": leader_size,
-                "region_count": regions,
-                "region_size": region_size,
-            },
-        }
+        store_info(
+            sid, pod, namespace=namespace, region_count=regions, region_size=region_size,
+            leader_count=leaders, leader_size=leader_size,
+        )
         for sid, pod, regions, region_size, leaders, leader_size in rows
-    ]
+    ]  # fmt: skip
     return {"count": len(stores), "stores": stores}
+
+
+def store_info(
+    sid: int, pod: str, *, state: str = "Up", leader_size: int = 0, region_size: int = 0,
+    region_count: int = 0, leader_count: int = 0, engine: str | None = None,
+    namespace: str = "tidb-cluster",
+) -> dict[str, Any]:  # fmt: skip
+    """One GET /stores entry in PD's shape (https://github.com/tikv/pd/blob/v8.1.1/pkg/response/store.go)."""
+    meta: dict[str, Any] = {
+        "id": sid,
+        "address": f"{pod}.basic-tikv-peer.{namespace}.svc:20160",
+        "version": "8.1.0",
+        "state_name": state,
+    }
+    if engine:
+        meta["labels"] = [{"key": "engine", "value": engine}]
+    status = {
+        "capacity": "915.8GiB",
+        "available": "800GiB",
+        "leader_count": leader_count,
+        "leader_size": leader_size,
+        "region_count": region_count,
+        "region_size": region_size,
+    }
+    return {"store": meta, "status": status}

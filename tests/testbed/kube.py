@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -125,12 +126,19 @@ def install_tidb_crd(ext: client.ApiextensionsV1Api) -> None:
     """
     path = TIDB_CRD_LOCAL if TIDB_CRD_LOCAL.exists() else TIDB_CRD
     body = yaml.safe_load(path.read_text())
+    create_crd(ext, body)
+    wait_crd_established(ext, body["metadata"]["name"])
+
+
+def create_crd(ext: client.ApiextensionsV1Api, body: dict[str, Any]) -> bool:
+    """Create the CRD; False when one of its name exists already."""
     try:
         ext.create_custom_resource_definition(body)
     except ApiException as exc:
         if exc.status != 409:
             raise
-    wait_crd_established(ext, body["metadata"]["name"])
+        return False
+    return True
 
 
 def wait_crd_established(ext: client.ApiextensionsV1Api, name: str, timeout: float = 30) -> None:
@@ -281,3 +289,41 @@ def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.3) -
             return last
         time.sleep(interval)
     raise TimeoutError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
+
+
+def namespace_exists(core: client.CoreV1Api, name: str) -> bool:
+    try:
+        core.read_namespace(name)
+        return True
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+
+
+def has_default_service_account(core: client.CoreV1Api, namespace: str) -> bool:
+    """The service-account controller has created `default`: pods are refused until then."""
+    try:
+        core.read_namespaced_service_account("default", namespace)
+        return True
+    except ApiException:
+        return False
+
+
+def delete_namespace(core: client.CoreV1Api, name: str) -> None:
+    """Delete a namespace (pods with it, via the namespace controller); gone already is fine."""
+    try:
+        core.delete_namespace(name)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `timeout` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

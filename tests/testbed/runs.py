@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from testbed.kube import BENCH_LABEL
+from testbed.kube import BENCH_LABEL, create_standin_cluster
 
 GROUP, VERSION, PLURAL = "tidbbench.io", "v1alpha1", "benchmarkruns"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -28,8 +29,13 @@ BENCH_PLACEMENT = {
 }
 
 
-def run_manifest(name: str, mariadb: dict[str, Any], **spec: Any) -> dict[str, Any]:
-    """A small, fast BenchmarkRun against the MariaDB stand-in on the bench node."""
+def run_manifest(
+    name: str, mariadb: dict[str, Any], *, pd_url: str | None = None, **spec: Any
+) -> dict[str, Any]:
+    """A small, fast BenchmarkRun against the MariaDB stand-in on the bench node.
+
+    `pd_url`: the PD the run reads (spec.target.pdURL), e.g. a FakePD's.
+    """
     body: dict[str, Any] = {
         "target": {"host": str(mariadb["host"]), "port": int(mariadb["port"])},
         "credentials": {"secretRef": {"name": "db"}},
@@ -42,12 +48,25 @@ def run_manifest(name: str, mariadb: dict[str, Any], **spec: Any) -> dict[str, A
         "preflight": {"policy": "Off"},
     }
     body.update(spec)
+    if pd_url is not None:
+        body["target"]["pdURL"] = pd_url
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "BenchmarkRun",
         "metadata": {"name": name},
         "spec": body,
     }
+
+
+def add_db_secret(core: client.CoreV1Api, namespace: str, mariadb: dict[str, Any]) -> None:
+    """The Secret `db` with the MariaDB stand-in's user and password (what run_manifest names)."""
+    core.create_namespaced_secret(
+        namespace,
+        {
+            "metadata": {"name": "db"},
+            "stringData": {"user": str(mariadb["user"]), "password": str(mariadb["password"])},
+        },
+    )
 
 
 def example_manifest(file: str, mariadb: dict[str, Any], **overrides: Any) -> dict[str, Any]:
@@ -61,6 +80,18 @@ def example_manifest(file: str, mariadb: dict[str, Any], **overrides: Any) -> di
     spec.update(overrides)
     doc["metadata"] = {"name": doc["metadata"]["name"]}
     return dict(doc)
+
+
+def fast_example(file: str, mariadb: dict[str, Any], **overrides: Any) -> dict[str, Any]:
+    """`example_manifest` cut to a few seconds: two short steps, no warm-up, a small table."""
+    fast: dict[str, Any] = {
+        "threads": [2, 4],
+        "durationSeconds": 3,
+        "warmupSeconds": 0,
+        "reportIntervalSeconds": 1,
+        "dataset": {"tables": 1, "tableSize": 1000},
+    }
+    return example_manifest(file, mariadb, **{**fast, **overrides})
 
 
 def create_run(api: client.ApiClient, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -158,3 +189,71 @@ def assert_quiet(run: dict[str, Any]) -> None:
     """A run nothing disturbed: the guard recorded no disturbance on any step (no false alarm)."""
     found = disturbances_of(run)
     assert found == [], f"the guard flagged a quiet run: {found}"
+
+
+def checks_of(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The run's preflight checks by name."""
+    return {c["name"]: c for c in run["status"]["preflight"]["checks"]}
+
+
+def assert_blocked_only_by(run: dict[str, Any], check: str) -> None:
+    """The run's message names `check`, and every other preflight check passed."""
+    assert check in run["status"]["message"]
+    others = {n: c["status"] for n, c in checks_of(run).items() if n != check}
+    assert set(others.values()) == {"Pass"}, others
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    """The object's status condition of that type; {} when it has none."""
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c["type"] == type_:
+            return dict(c)
+    return {}
+
+
+@dataclass(frozen=True)
+class RunBed:
+    """What an e2e test of a run works in: a fresh namespace holding the Secret `db` for the
+    MariaDB stand-in, and builders for what goes in it (runs, stand-in TiDB clusters).
+
+    The `bed` fixture (tests/e2e/conftest.py) makes one; the controller is a fixture of its
+    own (`controller`, or a module's), so a test names the one it runs under.
+    """
+
+    api: client.ApiClient
+    core: client.CoreV1Api
+    namespace: str
+    mariadb: dict[str, Any]
+
+    def manifest(self, name: str, **spec: Any) -> dict[str, Any]:
+        """`run_manifest` against this bed's MariaDB (pd_url= and spec fields as there)."""
+        return run_manifest(name, self.mariadb, **spec)
+
+    def create(self, body: dict[str, Any]) -> dict[str, Any]:
+        return create_run(self.api, self.namespace, body)
+
+    def start(self, name: str, **spec: Any) -> dict[str, Any]:
+        """Create `manifest(name, **spec)`."""
+        return self.create(self.manifest(name, **spec))
+
+    def get(self, name: str) -> dict[str, Any]:
+        return get_run(self.api, self.namespace, name)
+
+    def wait(
+        self,
+        name: str,
+        phases: tuple[str, ...] = ("Succeeded", "Failed"),
+        timeout: float = 180,
+    ) -> dict[str, Any]:
+        return wait_run(self.api, self.namespace, name, phases, timeout)
+
+    def events(self, name: str) -> list[Any]:
+        return run_events(self.core, self.namespace, name)
+
+    def jobs(self, run: str) -> list[Any]:
+        return jobs_of(self.api, self.namespace, run)
+
+    def cluster(self, name: str, placement: dict[str, list[str]], **options: Any) -> list[str]:
+        """A stand-in TiDB cluster in this namespace: testbed.kube.create_standin_cluster
+        (placement maps a component to its replicas' nodes; spread=, exec_commands=, tls=)."""
+        return create_standin_cluster(self.api, self.namespace, name, placement, **options)

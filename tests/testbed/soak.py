@@ -30,7 +30,7 @@ from testbed.bed import bring_up, tear_down
 from testbed.cluster import Testbed, stop_pidfile
 from testbed.crds import install_project_crds
 from testbed.kube import api_client, wait_for
-from testbed.runs import BENCH_PLACEMENT, GROUP, VERSION
+from testbed.runs import GROUP, VERSION, run_manifest
 from testbed.services import mariadb_info
 
 #: A run that is not terminal this long after its creation counts as stuck.
@@ -69,18 +69,9 @@ class Controller:
 
 
 def schedule_body(mariadb: dict[str, Any]) -> dict[str, Any]:
-    template = {
-        "target": {"host": str(mariadb["host"]), "port": int(mariadb["port"])},
-        "credentials": {"secretRef": {"name": "db"}},
-        "workloads": ["oltp_point_select"],
-        "threads": [1, 2],
-        "durationSeconds": 5,
-        "reportIntervalSeconds": 1,
-        "dataset": {"tables": 1, "tableSize": 1000},
-        "placement": BENCH_PLACEMENT,
-        "preflight": {"policy": "Off"},
-        "ttlSecondsAfterFinished": 0,
-    }
+    template = run_manifest(
+        "soak", mariadb, threads=[1, 2], durationSeconds=5, ttlSecondsAfterFinished=0
+    )["spec"]
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "BenchmarkSchedule",

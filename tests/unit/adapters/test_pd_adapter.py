@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from testbed.fake_kube import FakeKube
 from testbed.fake_pd import DATA_DIR, FakePD, pd_error
 from tidb_bench_operator.adapters.pd import (
     LOCAL_PD_URL,
@@ -47,12 +48,6 @@ REFUSED = (
     "dial tcp 127.0.0.1:2379: connect: connection refused"
 )
 WHERE = "pd-ctl in pod tidb-cluster/basic-pd-0"
-
-
-@pytest.fixture
-def fake_pd() -> Iterator[FakePD]:
-    with FakePD() as pd:
-        yield pd
 
 
 @pytest.fixture
@@ -288,16 +283,12 @@ def pod(
     return {"metadata": meta, "status": {"phase": phase, "conditions": [condition]}}
 
 
-class PodsOnly:
-    """A Kube stand-in that only lists pods, recording the selectors asked for."""
-
-    def __init__(self, pods: list[dict[str, Any]]) -> None:
-        self._pods = pods
-        self.asked: list[tuple[str | None, str]] = []
-
-    def pods(self, namespace: str | None, selector: str) -> list[dict[str, Any]]:
-        self.asked.append((namespace, selector))
-        return self._pods
+def pods_only(pods: list[dict[str, Any]]) -> FakeKube:
+    """The stand-in API server holding only these pods (it records the selectors asked for)."""
+    kube = FakeKube()
+    for p in pods:
+        kube.add_pod(p)
+    return kube
 
 
 def endpoint(pd_url: str | None, cluster: str | None = "basic") -> Endpoint:
@@ -305,7 +296,7 @@ def endpoint(pd_url: str | None, cluster: str | None = "basic") -> Endpoint:
 
 
 def test_choose_pd_pod_prefers_ready_running_pods_and_skips_terminating_ones() -> None:
-    kube = PodsOnly(
+    kube = pods_only(
         [
             pod("basic-pd-0", deleting=True),
             pod("basic-pd-1", ready=False),
@@ -317,19 +308,19 @@ def test_choose_pd_pod_prefers_ready_running_pods_and_skips_terminating_ones() -
         "name"
     ) == "basic-pd-2"
     assert kube.asked == [
-        ("tidb-cluster", "app.kubernetes.io/instance=basic,app.kubernetes.io/component=pd")
+        "pods tidb-cluster app.kubernetes.io/instance=basic,app.kubernetes.io/component=pd"
     ]
 
 
 def test_choose_pd_pod_returns_none_when_no_pd_pod_runs() -> None:
     assert (
-        choose_pd_pod(PodsOnly([pod("basic-pd-0", phase="Pending")]), "tidb-cluster", "basic")
+        choose_pd_pod(pods_only([pod("basic-pd-0", phase="Pending")]), "tidb-cluster", "basic")
         is None
     )
 
 
 def test_auto_uses_http_when_the_pd_url_answers(fake_pd: FakePD) -> None:
-    client = make_pd_client("Auto", endpoint(fake_pd.url), PodsOnly([]), None)
+    client = make_pd_client("Auto", endpoint(fake_pd.url), pods_only([]), None)
     assert isinstance(client, HTTPPDClient)
     assert "GET /pd/api/v1/health" in fake_pd.requests
 
@@ -338,7 +329,7 @@ def test_auto_falls_back_to_exec_in_the_pd_pod_when_http_is_unreachable(closed_p
     client = make_pd_client(
         "Auto",
         endpoint(f"http://127.0.0.1:{closed_port}"),
-        PodsOnly([pod("basic-pd-0")]),
+        pods_only([pod("basic-pd-0")]),
         None,
         exec_fn=emulator_exec("http://unused", []),
     )
@@ -347,7 +338,9 @@ def test_auto_falls_back_to_exec_in_the_pd_pod_when_http_is_unreachable(closed_p
 
 
 def test_auto_with_neither_http_nor_a_pd_pod_explains_both(closed_port: int) -> None:
-    client = make_pd_client("Auto", endpoint(f"http://127.0.0.1:{closed_port}"), PodsOnly([]), None)
+    client = make_pd_client(
+        "Auto", endpoint(f"http://127.0.0.1:{closed_port}"), pods_only([]), None
+    )
     assert isinstance(client, UnavailablePDClient)
     with pytest.raises(PDError) as info:
         client.stores()
@@ -356,7 +349,7 @@ def test_auto_with_neither_http_nor_a_pd_pod_explains_both(closed_port: int) -> 
 
 
 def test_exec_mode_without_a_cluster_says_exec_needs_spec_cluster() -> None:
-    client = make_pd_client("Exec", endpoint("http://pd:2379", cluster=None), PodsOnly([]), None)
+    client = make_pd_client("Exec", endpoint("http://pd:2379", cluster=None), pods_only([]), None)
     assert isinstance(client, UnavailablePDClient)
     with pytest.raises(PDError, match=r"pdTransport Exec needs spec.cluster"):
         client.operators()
@@ -367,10 +360,10 @@ def test_http_mode_does_not_probe_and_no_address_means_no_client() -> None:
         raise AssertionError("HTTP mode must not probe")
 
     client = make_pd_client(
-        "HTTP", endpoint("http://pd:2379"), PodsOnly([]), None, http_transport=unreachable
+        "HTTP", endpoint("http://pd:2379"), pods_only([]), None, http_transport=unreachable
     )
     assert isinstance(client, HTTPPDClient)
-    assert make_pd_client("Auto", endpoint(None, cluster=None), PodsOnly([]), None) is None
+    assert make_pd_client("Auto", endpoint(None, cluster=None), pods_only([]), None) is None
 
 
 def test_auto_keeps_http_when_pd_answers_with_an_error_status() -> None:
@@ -378,6 +371,10 @@ def test_auto_keeps_http_when_pd_answers_with_an_error_status() -> None:
         return 500, json.dumps("no leader").encode()
 
     client = make_pd_client(
-        "Auto", endpoint("http://pd:2379"), PodsOnly([pod("basic-pd-0")]), None, http_transport=sick
+        "Auto",
+        endpoint("http://pd:2379"),
+        pods_only([pod("basic-pd-0")]),
+        None,
+        http_transport=sick,
     )
     assert isinstance(client, HTTPPDClient)

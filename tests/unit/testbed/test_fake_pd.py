@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed.clocks import SecondsClock
 from testbed.fake_pd import DATA_DIR, FakePD, pd_error
 from tidb_bench_operator.domain.pd import parse_operators, parse_stores
 from tidb_bench_operator.errors import PDError
@@ -25,16 +26,6 @@ OPERATOR = (
     "00:00:00 +0000 UTC, currentStep:0, size:95, steps:[0:{transfer leader from store 2 to store "
     "1}], timeout:[1m0s])"
 )
-
-
-class ManualClock:
-    """A clock the test moves by hand, so timelines are checked without sleeping."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -103,7 +94,7 @@ def test_one_store_is_served_from_the_stores_body_and_an_unknown_id_is_pds_404(p
 
 
 def test_operators_drain_over_time_with_a_sequence() -> None:
-    clock = ManualClock()
+    clock = SecondsClock()
     pd = FakePD(clock=clock)
     pd.set_sequence("/pd/api/v1/operators", [(0, [OPERATOR]), (30, "[]")])
     assert len(parse_operators(pd.respond("GET", "/pd/api/v1/operators").body)) == 1
@@ -122,7 +113,7 @@ def test_a_sequence_changes_what_the_running_server_answers() -> None:
 
 
 def test_a_store_state_change_shows_up_after_its_delay() -> None:
-    clock = ManualClock()
+    clock = SecondsClock()
     pd = FakePD(clock=clock)
     pd.set_store_state(5, "Disconnected", after_seconds=10)
 

@@ -19,7 +19,7 @@ from tidb_bench_operator.domain.cluster.view import (
 from tidb_bench_operator.domain.preflight.topology import check_schedule_policies
 from tidb_bench_operator.errors import SpecError
 
-V2 = Path(__file__).resolve().parents[2] / "data" / "vendor" / "tidb-operator-v2.0.1"
+V2 = Path(__file__).resolve().parents[3] / "data" / "vendor" / "tidb-operator-v2.0.1"
 NS = "tidb-cluster"
 
 

@@ -163,7 +163,7 @@ def test_a_list_of_a_runs_results_configmaps_is_put_back_together() -> None:
 
 
 REFERENCE = (
-    Path(__file__).resolve().parents[2] / "examples" / "reference" / "published-sysbench.yaml"
+    Path(__file__).resolve().parents[3] / "examples" / "reference" / "published-sysbench.yaml"
 )
 
 

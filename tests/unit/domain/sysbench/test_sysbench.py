@@ -23,7 +23,7 @@ from tidb_bench_operator.domain.sysbench import (
 )
 from tidb_bench_operator.errors import ParseError, SpecError, SysbenchError
 
-DATA = Path(__file__).resolve().parents[2] / "data" / "sysbench"
+DATA = Path(__file__).resolve().parents[3] / "data" / "sysbench"
 
 # What each captured output is: "ok" (a usable step result), "not-db" (a complete report of
 # a non-database test) or the SysbenchError kind diagnose_failure must give.

@@ -1,10 +1,9 @@
-"""ScheduleReconciler against an in-memory stand-in for the Kubernetes adapter and a fake clock."""
+"""ScheduleReconciler against the in-memory stand-in for the Kubernetes adapter and a fake clock."""
 
 from __future__ import annotations
 
 import copy
 import statistics
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from testbed.fake_kube import FakeClock, FakeKube, rfc3339
 from tidb_bench_operator.domain.api.resources import parse_schedule_spec
 from tidb_bench_operator.domain.schedule import next_fire_time
 from tidb_bench_operator.reconcile.schedule.reconciler import ScheduleReconciler
@@ -21,59 +21,75 @@ NS = "bench"
 T0 = datetime(2026, 3, 1, 2, 0, 0, tzinfo=UTC)
 
 
-class Clock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
+LATENCY = {"min": 0.05, "avg": 0.08, "max": 2.0, "percentile": 95, "value": 0.1}
 
 
-def _ts(when: datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+def _result(threads: int, qps: float) -> JSON:
+    return {
+        "workload": "oltp_point_select", "threads": threads, "clients": 1, "tps": qps,
+        "qps": qps, "readQps": qps, "writeQps": 0.0, "otherQps": 0.0, "latencyMs": LATENCY,
+        "errorsPerSec": 0.0, "reconnectsPerSec": 0.0, "events": int(qps * 10),
+        "durationSeconds": 10.0, "sysbenchVersion": "1.0.20",
+    }  # fmt: skip
 
 
-class ScheduleKube:
-    """The methods ScheduleReconciler calls, over a dict of BenchmarkRuns."""
+def schedule_body(**spec: Any) -> JSON:
+    body: JSON = {
+        "apiVersion": "tidbbench.io/v1alpha1",
+        "kind": "BenchmarkSchedule",
+        "metadata": {
+            "name": "nightly",
+            "namespace": NS,
+            "uid": "sched-uid",
+            "generation": 1,
+            "creationTimestamp": rfc3339(T0 - timedelta(seconds=30)),
+        },
+        "spec": {
+            "schedule": "* * * * *",
+            "template": {
+                "target": {"host": "tidb.example", "port": 4000},
+                "credentials": {"secretRef": {"name": "db"}},
+                "threads": [2, 4],
+            },
+            **spec,
+        },
+        "status": {},
+    }
+    return body
 
-    def __init__(self, clock: Clock) -> None:
-        self.clock = clock
-        self.runs: dict[str, JSON] = {}
-        self.events: list[JSON] = []
-        self.deleted: list[str] = []
 
-    def benchmark_runs_in(self, namespace: str, selector: str) -> list[JSON]:
-        key, value = selector.split("=", 1)
-        return [
-            copy.deepcopy(r)
-            for r in self.runs.values()
-            if r["metadata"]["namespace"] == namespace
-            and (r["metadata"].get("labels") or {}).get(key) == value
-        ]
+class World:
+    """A schedule, the reconciler and the fake API, with status patches applied as kopf would."""
 
-    def create_benchmark_run(self, body: JSON) -> tuple[JSON, bool]:
-        name = body["metadata"]["name"]
-        if name in self.runs:
-            return copy.deepcopy(self.runs[name]), False
-        run = copy.deepcopy(body)
-        run["metadata"]["uid"] = str(uuid.uuid4())
-        run["metadata"]["creationTimestamp"] = _ts(self.clock())
-        self.runs[name] = run
-        return copy.deepcopy(run), True
+    def __init__(self, **spec: Any) -> None:
+        self.clock = FakeClock(T0)
+        self.kube = FakeKube(self.clock)
+        self.body = schedule_body(**spec)
+        self.reconciler = ScheduleReconciler(self.kube, clock=self.clock)
 
-    def delete_benchmark_run(self, namespace: str, name: str) -> bool:
-        self.deleted.append(name)
-        return self.runs.pop(name, None) is not None
+    def tick(self) -> JSON:
+        out = self.reconciler.reconcile(copy.deepcopy(self.body))
+        status = self.body.setdefault("status", {})
+        for key, value in out.status.items():
+            if value is None:
+                status.pop(key, None)
+            else:
+                status[key] = value
+        return status
 
-    def patch_benchmark_run_status(self, namespace: str, name: str, status: JSON) -> JSON:
-        self.runs[name].setdefault("status", {}).update(copy.deepcopy(status))
-        return self.runs[name]
+    def at(self, seconds_after_t0: float) -> JSON:
+        self.clock.now = T0 + timedelta(seconds=seconds_after_t0)
+        return self.tick()
 
-    def create_event(self, body: JSON) -> None:
-        self.events.append(body)
+    def run_names(self) -> list[str]:
+        return sorted(name for _, name in self.kube.runs)
+
+    def run(self, name: str) -> JSON:
+        """The stored run (changing it changes what the API server holds)."""
+        return self.kube.runs[(NS, name)]
+
+    def reasons(self, kind: str = "BenchmarkSchedule") -> list[str]:
+        return self.kube.event_reasons(kind)
 
     # ---- playing the run controller ------------------------------------------------------
     def finish(
@@ -105,87 +121,20 @@ class ScheduleKube:
                     ],
                 }
             )
-        self.runs[name]["status"] = {
+        self.run(name)["status"] = {
             "phase": phase,
             "fingerprint": fingerprint,
             "steps": steps if phase == "Succeeded" else [],
-            "startedAt": _ts(self.clock() - timedelta(seconds=20)),
-            "finishedAt": _ts(self.clock()),
+            "startedAt": rfc3339(self.clock() - timedelta(seconds=20)),
+            "finishedAt": rfc3339(self.clock()),
         }
-
-    def reasons(self, kind: str = "BenchmarkSchedule") -> list[str]:
-        return [e["reason"] for e in self.events if e["involvedObject"]["kind"] == kind]
-
-
-LATENCY = {"min": 0.05, "avg": 0.08, "max": 2.0, "percentile": 95, "value": 0.1}
-
-
-def _result(threads: int, qps: float) -> JSON:
-    return {
-        "workload": "oltp_point_select", "threads": threads, "clients": 1, "tps": qps,
-        "qps": qps, "readQps": qps, "writeQps": 0.0, "otherQps": 0.0, "latencyMs": LATENCY,
-        "errorsPerSec": 0.0, "reconnectsPerSec": 0.0, "events": int(qps * 10),
-        "durationSeconds": 10.0, "sysbenchVersion": "1.0.20",
-    }  # fmt: skip
-
-
-def schedule_body(**spec: Any) -> JSON:
-    body: JSON = {
-        "apiVersion": "tidbbench.io/v1alpha1",
-        "kind": "BenchmarkSchedule",
-        "metadata": {
-            "name": "nightly",
-            "namespace": NS,
-            "uid": "sched-uid",
-            "generation": 1,
-            "creationTimestamp": _ts(T0 - timedelta(seconds=30)),
-        },
-        "spec": {
-            "schedule": "* * * * *",
-            "template": {
-                "target": {"host": "tidb.example", "port": 4000},
-                "credentials": {"secretRef": {"name": "db"}},
-                "threads": [2, 4],
-            },
-            **spec,
-        },
-        "status": {},
-    }
-    return body
-
-
-class World:
-    """A schedule, the reconciler and the fake API, with status patches applied as kopf would."""
-
-    def __init__(self, **spec: Any) -> None:
-        self.clock = Clock(T0)
-        self.kube = ScheduleKube(self.clock)
-        self.body = schedule_body(**spec)
-        self.reconciler = ScheduleReconciler(self.kube, clock=self.clock)  # type: ignore[arg-type]
-
-    def tick(self) -> JSON:
-        out = self.reconciler.reconcile(copy.deepcopy(self.body))
-        status = self.body.setdefault("status", {})
-        for key, value in out.status.items():
-            if value is None:
-                status.pop(key, None)
-            else:
-                status[key] = value
-        return status
-
-    def at(self, seconds_after_t0: float) -> JSON:
-        self.clock.now = T0 + timedelta(seconds=seconds_after_t0)
-        return self.tick()
-
-    def run_names(self) -> list[str]:
-        return sorted(self.kube.runs)
 
 
 def test_a_due_run_is_created_from_the_template_owned_by_and_labelled_for_the_schedule() -> None:
     world = World()
     status = world.at(1)
     [name] = world.run_names()
-    run = world.kube.runs[name]
+    run = world.run(name)
     assert name == f"nightly-{int(T0.timestamp()) // 60}"
     assert run["metadata"]["labels"]["tidbbench.io/schedule"] == "nightly"
     owner = run["metadata"]["ownerReferences"][0]
@@ -198,7 +147,7 @@ def test_a_due_run_is_created_from_the_template_owned_by_and_labelled_for_the_sc
     assert run["spec"] == world.body["spec"]["template"]
     assert status["lastScheduleTime"] == "2026-03-01T02:00:00Z"
     assert status["active"] == [name]
-    assert world.kube.reasons() == ["Scheduled"]
+    assert world.reasons() == ["Scheduled"]
 
 
 def test_looking_again_within_the_same_minute_creates_nothing_more() -> None:
@@ -215,7 +164,7 @@ def test_forbid_holds_the_next_run_back_while_one_is_active_with_one_event() -> 
     status = world.at(61)
     world.at(63)
     assert len(world.run_names()) == 1
-    assert world.kube.reasons() == ["Scheduled", "Skipped"]
+    assert world.reasons() == ["Scheduled", "Skipped"]
     assert "concurrencyPolicy Forbid" in status["message"]
     held = next(c for c in status["conditions"] if c["type"] == "Scheduling")
     assert (held["status"], held["reason"]) == ("False", "ConcurrencyForbid")
@@ -225,7 +174,7 @@ def test_the_held_back_run_starts_once_the_active_one_finishes() -> None:
     world = World()
     world.at(1)
     world.at(61)
-    world.kube.finish(world.run_names()[0], {2: 1000.0, 4: 1900.0})
+    world.finish(world.run_names()[0], {2: 1000.0, 4: 1900.0})
     status = world.at(75)
     assert len(world.run_names()) == 2
     assert status["lastScheduleTime"] == "2026-03-01T02:01:00Z"
@@ -246,7 +195,7 @@ def test_replace_deletes_the_active_run_and_creates_the_new_one() -> None:
     status = world.at(61)
     assert first not in world.run_names()
     assert status["active"] == world.run_names()
-    assert "Replaced" in world.kube.reasons()
+    assert "Replaced" in world.reasons()
 
 
 def test_a_suspended_schedule_creates_nothing_and_says_so_once() -> None:
@@ -254,14 +203,14 @@ def test_a_suspended_schedule_creates_nothing_and_says_so_once() -> None:
     status = world.at(1)
     world.at(61)
     assert world.run_names() == []
-    assert world.kube.reasons() == ["Suspended"]
+    assert world.reasons() == ["Suspended"]
     assert "suspended" in status["message"]
 
 
 def test_after_controller_downtime_only_one_catch_up_run_is_made() -> None:
     world = World()
     world.at(1)
-    world.kube.finish(world.run_names()[0], {2: 1000.0})
+    world.finish(world.run_names()[0], {2: 1000.0})
     world.at(3600 + 1)  # an hour later: 60 fire times passed
     world.at(3600 + 3)
     assert len(world.run_names()) == 2
@@ -272,11 +221,11 @@ def test_finished_runs_beyond_the_limits_are_deleted_but_history_keeps_the_basel
     for minute in range(5):
         world.at(minute * 60 + 1)
         newest = max(world.run_names(), key=lambda n: int(n.rsplit("-", 1)[1]))
-        world.kube.finish(newest, {2: 1000.0 + minute, 4: 2000.0})
+        world.finish(newest, {2: 1000.0 + minute, 4: 2000.0})
     status = world.at(5 * 60 + 1)
-    kept = [n for n in world.run_names() if world.kube.runs[n].get("status")]
+    kept = [n for n in world.run_names() if world.run(n).get("status")]
     assert len(kept) == 2
-    assert len(world.kube.deleted) == 3
+    assert len(world.kube.deleted_runs) == 3
     assert [h["name"] for h in status["history"]][-2:] == kept
     assert len(status["history"]) == 5  # regression.trendRuns (30) keeps all five
     assert all(h["steps"] for h in status["history"])
@@ -285,7 +234,7 @@ def test_finished_runs_beyond_the_limits_are_deleted_but_history_keeps_the_basel
 def test_a_failed_run_is_recorded_and_trimmed_by_the_failed_limit() -> None:
     world = World(failedRunsHistoryLimit=0)
     world.at(1)
-    world.kube.finish(world.run_names()[0], {}, phase="Failed")
+    world.finish(world.run_names()[0], {}, phase="Failed")
     status = world.at(30)
     assert world.run_names() == []
     assert status["history"][0]["outcome"] == "Failed"
@@ -295,11 +244,9 @@ def test_the_first_successful_run_has_no_baseline_and_says_so_on_the_run() -> No
     world = World()
     world.at(1)
     name = world.run_names()[0]
-    world.kube.finish(name, {2: 1000.0, 4: 2000.0})
+    world.finish(name, {2: 1000.0, 4: 2000.0})
     status = world.at(30)
-    cond = next(
-        c for c in world.kube.runs[name]["status"]["conditions"] if c["type"] == "Regressed"
-    )
+    cond = next(c for c in world.run(name)["status"]["conditions"] if c["type"] == "Regressed")
     assert (cond["status"], cond["reason"]) == ("Unknown", "InsufficientBaseline")
     assert status["regressed"] is False
     assert status["lastSuccessfulRun"] == name
@@ -311,7 +258,7 @@ def _noise_then(world: World, values: list[dict[int, list[float]]]) -> JSON:
     for minute, qps in enumerate(values):
         world.at(minute * 60 + 1)
         newest = max(world.run_names(), key=lambda n: int(n.rsplit("-", 1)[1]))
-        world.kube.finish(newest, qps)
+        world.finish(newest, qps)
         status = world.at(minute * 60 + 30)
     return status
 
@@ -331,7 +278,7 @@ def test_run_to_run_noise_is_not_a_regression() -> None:
     assert [h.get("regressed") for h in status["history"]] == [None] + [False] * 5
     assert [h.get("verdict") for h in status["history"]][:2] == ["Inconclusive", "Inconclusive"]
     assert status["history"][-1]["verdict"] == "NoChange"
-    assert "Regressed" not in world.kube.reasons()
+    assert "Regressed" not in world.reasons()
 
 
 def test_a_planted_drop_is_flagged_with_p_value_and_interval_on_the_run_and_schedule() -> None:
@@ -341,7 +288,7 @@ def test_a_planted_drop_is_flagged_with_p_value_and_interval_on_the_run_and_sche
     noise = [{2: _trials(q), 4: _trials(q * 1.9)} for q in NOISE[:5]]
     status = _noise_then(world, [*noise, {2: _trials(640.0), 4: _trials(800.0)}])
     newest = max(world.run_names(), key=lambda n: int(n.rsplit("-", 1)[1]))
-    run_status = world.kube.runs[newest]["status"]
+    run_status = world.run(newest)["status"]
     cond = next(c for c in run_status["conditions"] if c["type"] == "Regressed")
     assert (cond["status"], cond["reason"]) == ("True", "QpsDrop")
     verdict = run_status["regression"]
@@ -373,7 +320,7 @@ def test_a_run_measured_once_is_inconclusive_and_says_to_repeat() -> None:
     assert status["regressed"] is False
     cond = next(c for c in status["conditions"] if c["type"] == "Regressed")
     assert (cond["status"], cond["reason"]) == ("Unknown", "Inconclusive")
-    assert "spec.repeats >= 3" in str(world.kube.runs[max(world.run_names())]["status"])
+    assert "spec.repeats >= 3" in str(world.run(max(world.run_names()))["status"])
 
 
 def test_a_good_run_after_a_regression_clears_the_schedule_flag() -> None:
@@ -395,10 +342,10 @@ def test_the_fingerprint_diff_names_the_image_that_changed() -> None:
     ):
         world.at(minute * 60 + 1)
         newest = max(world.run_names(), key=lambda n: int(n.rsplit("-", 1)[1]))
-        world.kube.finish(newest, {2: _trials(level)}, fingerprint=fp)
+        world.finish(newest, {2: _trials(level)}, fingerprint=fp)
         status = world.at(minute * 60 + 30)
     newest = max(world.run_names(), key=lambda n: int(n.rsplit("-", 1)[1]))
-    run_status = world.kube.runs[newest]["status"]
+    run_status = world.run(newest)["status"]
     assert run_status["fingerprintDiff"] == ["tidb image pingcap/tidb:v8.1.0 → pingcap/tidb:v8.1.1"]
     cond = next(c for c in run_status["conditions"] if c["type"] == "Regressed")
     assert (
@@ -418,12 +365,12 @@ def test_a_level_shift_in_the_history_is_a_change_point_named_by_its_first_run()
         world.at(minute * 60 + 1)
         newest = max(world.run_names(), key=lambda n: int(n.rsplit("-", 1)[1]))
         names.append(newest)
-        world.kube.finish(newest, {2: _trials(level, 0.005)})
+        world.finish(newest, {2: _trials(level, 0.005)})
         status = world.at(minute * 60 + 30)
     [point] = status["changePoints"]
     assert (point["run"], point["previousRun"], point["threads"]) == (names[6], names[5], 2)
     assert point["changePercent"] == pytest.approx(-12, abs=1.5)
-    assert world.kube.reasons().count("ChangePoint") == 1
+    assert world.reasons().count("ChangePoint") == 1
     assert len(status["history"]) == len(levels), "the trend outlives the deleted runs"
 
 
@@ -432,9 +379,9 @@ def test_an_invalid_spec_creates_nothing_and_says_which_field() -> None:
     status = world.at(1)
     assert world.run_names() == []
     assert "timeZone" in status["message"]
-    assert world.kube.reasons() == ["InvalidSpec"]
+    assert world.reasons() == ["InvalidSpec"]
     world.at(3)
-    assert world.kube.reasons() == ["InvalidSpec"]
+    assert world.reasons() == ["InvalidSpec"]
 
 
 def test_a_cron_expression_the_library_rejects_is_reported_not_raised() -> None:
@@ -459,8 +406,8 @@ def test_a_run_created_by_hand_with_the_label_is_held_back_by_forbid_and_compare
     )
     world.at(1)
     assert world.run_names() == ["manual-1"]
-    assert world.kube.reasons() == ["Skipped"]
-    world.kube.finish("manual-1", {2: 1000.0})
+    assert world.reasons() == ["Skipped"]
+    world.finish("manual-1", {2: 1000.0})
     status = world.at(20)
     assert len(world.run_names()) == 2
     assert status["history"][0]["name"] == "manual-1"
@@ -475,21 +422,21 @@ def test_a_restart_before_the_status_patch_finds_the_run_instead_of_making_anoth
     world.reconciler.reconcile(copy.deepcopy(world.body))  # status patch lost
     world.at(2)
     assert len(world.run_names()) == 1
-    assert world.kube.reasons() == ["Scheduled"]
+    assert world.reasons() == ["Scheduled"]
 
 
 def test_a_finished_run_whose_status_cannot_be_read_is_neither_recorded_nor_deleted() -> None:
     world = World(failedRunsHistoryLimit=0, successfulRunsHistoryLimit=0)
     world.at(1)
     name = world.run_names()[0]
-    world.kube.runs[name]["status"] = {"phase": "Succeeded", "steps": [{"threads": "many"}]}
+    world.run(name)["status"] = {"phase": "Succeeded", "steps": [{"threads": "many"}]}
     status = world.at(30)
     assert world.run_names() == [name]
     assert status["history"] == []
 
 
 def test_the_gitops_example_is_a_valid_schedule_that_fires_at_two_in_shanghai() -> None:
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[4]
     doc = yaml.safe_load(
         (root / "examples/gitops/benchmarks/nightly-point-select.yaml").read_text()
     )
@@ -503,15 +450,15 @@ def test_invalid_trials_never_enter_a_baseline_and_the_verdict_counts_them() -> 
     for minute, level in enumerate([1000.0, 1000.0, 1000.0, 1000.0]):
         world.at(minute * 60 + 1)
         newest = max(world.run_names(), key=lambda n: int(n.rsplit("-", 1)[1]))
-        world.kube.finish(newest, {2: _trials(level)})
+        world.finish(newest, {2: _trials(level)})
         if minute == 1:  # a disturbed trial: 10 QPS, marked invalid
-            trial = world.kube.runs[newest]["status"]["steps"][0]["trials"][1]
+            trial = world.run(newest)["status"]["steps"][0]["trials"][1]
             trial["valid"] = False
             trial["result"]["qps"] = 10.0
         status = world.at(minute * 60 + 30)
     assert status["history"][1]["steps"][0]["trials"] == [980.0, 1020.0]
     assert status["history"][1]["invalidTrials"] == 1
     newest = max(world.run_names(), key=lambda n: int(n.rsplit("-", 1)[1]))
-    verdict = world.kube.runs[newest]["status"]["regression"]
+    verdict = world.run(newest)["status"]["regression"]
     assert verdict["excludedInvalid"] == 1 and verdict["steps"][0]["baselineTrials"] == 8
     assert "1 invalid trial(s) excluded" in verdict["message"]

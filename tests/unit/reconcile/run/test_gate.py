@@ -5,14 +5,14 @@ from __future__ import annotations
 import contextlib
 import re
 import socket
-from collections.abc import Iterator
 from typing import Any
 
 import pymysql.err
 import pytest
 
-from testbed.fake_pd import FakePD
-from tidb_bench_operator.adapters.pd import HTTPPDClient
+from testbed.fake_kube import FakeKube
+from testbed.fake_pd import FakePD, field_note_stores, store_info
+from tidb_bench_operator.adapters.pd import HTTPPDClient, PDClient
 from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 from tidb_bench_operator.domain.preflight import CHECK_NAMES, CheckResult
 from tidb_bench_operator.errors import DatabaseError
@@ -41,13 +41,6 @@ REGION_COLUMNS = [
 
 
 # --- an in-memory cluster ------------------------------------------------------------------------
-
-
-def node(
-    name: str, labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None
-) -> dict[str, Any]:
-    meta = {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}}
-    return {"metadata": meta, "spec": {"taints": taints or []}}
 
 
 def db_pod(name: str, component: str, node_name: str, instance: str = "basic") -> dict[str, Any]:
@@ -90,121 +83,37 @@ def field_note_cluster_pods(tikv3_node: str = "node1") -> list[dict[str, Any]]:
     return pods
 
 
-def _matches(labels: dict[str, str], selector: str) -> bool:
-    """`k=v` and `k in (a,b)` terms, comma-separated, as Kubernetes label selectors read."""
-    for term in re.findall(r"[^,()]+ in \([^)]*\)|[^,]+", selector):
-        term = term.strip()
-        if " in (" in term:
-            key, values = term.split(" in (", 1)
-            if labels.get(key.strip()) not in {v.strip() for v in values.rstrip(")").split(",")}:
-                return False
-        else:
-            key, value = term.split("=", 1)
-            if labels.get(key) != value:
-                return False
-    return True
-
-
-class InMemoryKube:
-    """The three reads of adapters.k8s.Kube over plain dicts; records what it was asked."""
-
-    def __init__(
-        self,
-        nodes: list[dict[str, Any]],
-        pods: list[dict[str, Any]],
-        tidb_clusters: list[dict[str, Any]] | None = None,
-        *,
-        nodes_error: Exception | None = None,
-    ) -> None:
-        self._nodes = nodes
-        self._pods = pods
-        self._tcs = tidb_clusters or []
-        self._nodes_error = nodes_error
-        self.asked: list[str] = []
-
-    def nodes(self) -> list[dict[str, Any]]:
-        self.asked.append("nodes")
-        if self._nodes_error is not None:
-            raise self._nodes_error
-        return list(self._nodes)
-
-    def pods(self, namespace: str | None, selector: str) -> list[dict[str, Any]]:
-        self.asked.append(f"pods {namespace} {selector}")
-        return [
-            p
-            for p in self._pods
-            if (namespace is None or p["metadata"]["namespace"] == namespace)
-            and _matches(p["metadata"].get("labels", {}), selector)
-        ]
-
-    def tidb_cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
-        self.asked.append(f"tidbcluster {namespace}/{name}")
-        for tc in self._tcs:
-            if tc["metadata"]["namespace"] == namespace and tc["metadata"]["name"] == name:
-                return tc
-        return None
-
-    def v2_cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
-        self.asked.append(f"cluster {namespace}/{name}")
-        return None
-
-    def v2_groups(self, namespace: str) -> list[dict[str, Any]]:
-        return []
-
-
-def field_note_kube(tikv3_node: str = "node1") -> InMemoryKube:
+def field_note_kube(tikv3_node: str = "node1") -> FakeKube:
     bench_taint = {"key": "tidbbench.io/bench-node", "value": "true", "effect": "NoSchedule"}
-    nodes = [node(f"node{i}", DB_NODE_LABEL) for i in (1, 2, 3)]
-    nodes.append(node("bench1", BENCH_LABEL, [bench_taint]))
-    return InMemoryKube(nodes, field_note_cluster_pods(tikv3_node), [tidb_cluster()])
+    kube = FakeKube()
+    for i in (1, 2, 3):
+        kube.add_node(f"node{i}", DB_NODE_LABEL, [])
+    kube.add_node("bench1", BENCH_LABEL, [bench_taint])
+    for pod in field_note_cluster_pods(tikv3_node):
+        kube.add_pod(pod)
+    kube.add_tidb_cluster(tidb_cluster())
+    return kube
 
 
 # --- PD ------------------------------------------------------------------------------------------
 
 
-def store_info(
-    sid: int, pod: str, region_count: int, region_size: int, leader_count: int, leader_size: int
-) -> dict[str, Any]:
-    """One GET /stores entry in PD's shape (https://github.com/tikv/pd/blob/v8.1.1/pkg/response/store.go)."""
+def balanced_stores_body() -> dict[str, Any]:
+    rows = [(i, f"basic-tikv-{i - 1}", 100, 780, 30, 260) for i in (1, 2, 3, 4)]
     return {
-        "store": {
-            "id": sid,
-            "address": f"{pod}.basic-tikv-peer.{NS}.svc:20160",
-            "version": "8.1.0",
-            "state_name": "Up",
-        },
-        "status": {
-            "capacity": "915.8GiB",
-            "available": "800GiB",
-            "leader_count": leader_count,
-            "leader_size": leader_size,
-            "region_count": region_count,
-            "region_size": region_size,
-        },
+        "count": len(rows),
+        "stores": [
+            store_info(sid, pod, region_count=rc, region_size=rs, leader_count=lc, leader_size=ls)
+            for sid, pod, rc, rs, lc, ls in rows
+        ],
     }
 
 
-def field_note_stores_body() -> dict[str, Any]:
-    """docs/field-story.md: region_count skewed, region_size even, leader_size 689 on TiKV-3."""
-    rows = [
-        (1, "basic-tikv-0", 130, 771, 29, 86),
-        (2, "basic-tikv-1", 121, 779, 37, 141),
-        (3, "basic-tikv-2", 110, 795, 30, 122),
-        (4, "basic-tikv-3", 41, 769, 38, 689),
-    ]
-    return {"count": len(rows), "stores": [store_info(*row) for row in rows]}
-
-
-def balanced_stores_body() -> dict[str, Any]:
-    rows = [(i, f"basic-tikv-{i - 1}", 100, 780, 30, 260) for i in (1, 2, 3, 4)]
-    return {"count": len(rows), "stores": [store_info(*row) for row in rows]}
-
-
 @pytest.fixture
-def fake_pd() -> Iterator[FakePD]:
-    with FakePD() as pd:
-        pd.set_body("/pd/api/v1/stores", field_note_stores_body())
-        yield pd
+def fake_pd(fake_pd: FakePD) -> FakePD:
+    """The shared FakePD (tests/conftest.py) serving the field story's skewed stores."""
+    fake_pd.set_body("/pd/api/v1/stores", field_note_stores())
+    return fake_pd
 
 
 @pytest.fixture
@@ -305,6 +214,19 @@ def by_name(outcome: PreflightOutcome) -> dict[str, CheckResult]:
     return {c.name: c for c in outcome.checks}
 
 
+def on_field_note(
+    spec: BenchmarkRunSpec, *, pd: PDClient | None, db: DBFactory
+) -> PreflightOutcome:
+    """The gate's outcome for `spec` on docs/field-story.md's cluster (field_note_kube)."""
+    return run_preflight(spec, "bench", kube=field_note_kube(), pd=pd, db=db)
+
+
+def on_balanced_stores(fake_pd: FakePD, db: DBFactory, **spec: Any) -> PreflightOutcome:
+    """The gate's outcome for the field story's cluster, PD's stores balanced, over `db`."""
+    fake_pd.set_body("/pd/api/v1/stores", balanced_stores_body())
+    return on_field_note(make_spec(**spec), pd=HTTPPDClient(fake_pd.url), db=db)
+
+
 # --- the scenarios ---------------------------------------------------------------------------------
 
 
@@ -312,9 +234,7 @@ def test_the_field_note_cluster_fails_leader_size_balance_while_region_size_pass
     fake_pd: FakePD,
 ) -> None:
     db = FakeDatabase()
-    outcome = run_preflight(
-        make_spec(), "bench", kube=field_note_kube(), pd=HTTPPDClient(fake_pd.url), db=db.factory()
-    )
+    outcome = on_field_note(make_spec(), pd=HTTPPDClient(fake_pd.url), db=db.factory())
     checks = by_name(outcome)
     assert [c.name for c in outcome.checks] == list(CHECK_NAMES)
     assert checks["leader-size-balance"].status == "Fail"
@@ -352,12 +272,8 @@ def test_a_tikv_pod_on_the_bench_node_fails_bench_node_isolation(fake_pd: FakePD
 def test_an_unreachable_pd_fails_each_pd_check_with_the_url_and_the_way_out(
     closed_url: str,
 ) -> None:
-    outcome = run_preflight(
-        make_spec(),
-        "bench",
-        kube=field_note_kube(),
-        pd=HTTPPDClient(closed_url, timeout=1),
-        db=FakeDatabase().factory(),
+    outcome = on_field_note(
+        make_spec(), pd=HTTPPDClient(closed_url, timeout=1), db=FakeDatabase().factory()
     )
     checks = by_name(outcome)
     for name in ("store-state", "leader-size-balance", "region-size-balance", "pending-operators"):
@@ -376,10 +292,8 @@ def test_an_unreachable_pd_fails_each_pd_check_with_the_url_and_the_way_out(
 
 
 def test_warn_policy_records_the_failure_and_lets_the_run_proceed(fake_pd: FakePD) -> None:
-    outcome = run_preflight(
+    outcome = on_field_note(
         make_spec(preflight={"policy": "Warn"}),
-        "bench",
-        kube=field_note_kube(),
         pd=HTTPPDClient(fake_pd.url),
         db=FakeDatabase().factory(),
     )
@@ -419,9 +333,7 @@ def test_a_server_that_is_not_tidb_still_gets_the_pd_checks_when_a_pd_address_is
     # PD's state is PD's whatever the SQL layer says (a proxy in front of TiDB, or the test
     # bed's MariaDB beside a fake PD): only SHOW TABLE … REGIONS needs TiDB itself.
     db = FakeDatabase(version=MARIADB_VERSION)
-    outcome = run_preflight(
-        make_spec(), "bench", kube=field_note_kube(), pd=HTTPPDClient(fake_pd.url), db=db.factory()
-    )
+    outcome = on_field_note(make_spec(), pd=HTTPPDClient(fake_pd.url), db=db.factory())
     checks = by_name(outcome)
     table = checks["table-leader-distribution"]
     assert (table.status, table.message) == (
@@ -491,7 +403,7 @@ def test_no_pd_address_fails_the_pd_checks_saying_how_to_give_one() -> None:
 def test_a_failing_api_server_fails_only_the_kubernetes_checks(fake_pd: FakePD) -> None:
     fake_pd.set_body("/pd/api/v1/stores", balanced_stores_body())
     kube = field_note_kube()
-    kube._nodes_error = ConnectionResetError(104, "Connection reset by peer")
+    kube.nodes_error = ConnectionResetError(104, "Connection reset by peer")
     outcome = run_preflight(
         make_spec(), "bench", kube=kube, pd=HTTPPDClient(fake_pd.url), db=FakeDatabase().factory()
     )
@@ -505,13 +417,7 @@ def test_a_failing_api_server_fails_only_the_kubernetes_checks(fake_pd: FakePD) 
 def test_an_unreachable_database_fails_table_leaders_while_pd_checks_still_run(
     fake_pd: FakePD,
 ) -> None:
-    outcome = run_preflight(
-        make_spec(),
-        "bench",
-        kube=field_note_kube(),
-        pd=HTTPPDClient(fake_pd.url),
-        db=unreachable_db,
-    )
+    outcome = on_field_note(make_spec(), pd=HTTPPDClient(fake_pd.url), db=unreachable_db)
     checks = by_name(outcome)
     table = checks["table-leader-distribution"]
     assert table.status == "Fail"
@@ -530,13 +436,7 @@ def test_pending_operators_fail_the_gate(fake_pd: FakePD) -> None:
         "1}], timeout:[1m0s])"
     )
     fake_pd.set_body("/pd/api/v1/operators", [operator])
-    outcome = run_preflight(
-        make_spec(),
-        "bench",
-        kube=field_note_kube(),
-        pd=HTTPPDClient(fake_pd.url),
-        db=FakeDatabase().factory(),
-    )
+    outcome = on_field_note(make_spec(), pd=HTTPPDClient(fake_pd.url), db=FakeDatabase().factory())
     assert outcome.verdict.failed == ["pending-operators"]
     assert by_name(outcome)["pending-operators"].stores == [1, 2]
 
@@ -544,15 +444,8 @@ def test_pending_operators_fail_the_gate(fake_pd: FakePD) -> None:
 def test_all_leaders_of_a_table_on_one_store_fail_table_leader_distribution(
     fake_pd: FakePD,
 ) -> None:
-    fake_pd.set_body("/pd/api/v1/stores", balanced_stores_body())
     db = FakeDatabase(regions={"sbtest1": [1, 2, 3, 4], "sbtest2": [3, 3, 3, 3, 3]})
-    outcome = run_preflight(
-        make_spec(dataset={"tables": 3}),
-        "bench",
-        kube=field_note_kube(),
-        pd=HTTPPDClient(fake_pd.url),
-        db=db.factory(),
-    )
+    outcome = on_balanced_stores(fake_pd, db.factory(), dataset={"tables": 3})
     result = by_name(outcome)["table-leader-distribution"]
     assert result.status == "Fail"
     assert "table sbtest.sbtest2" in result.message
@@ -565,14 +458,7 @@ def test_all_leaders_of_a_table_on_one_store_fail_table_leader_distribution(
 def test_no_benchmark_tables_yet_passes_table_leader_distribution_saying_so(
     fake_pd: FakePD,
 ) -> None:
-    fake_pd.set_body("/pd/api/v1/stores", balanced_stores_body())
-    outcome = run_preflight(
-        make_spec(),
-        "bench",
-        kube=field_note_kube(),
-        pd=HTTPPDClient(fake_pd.url),
-        db=FakeDatabase(regions={}).factory(),
-    )
+    outcome = on_balanced_stores(fake_pd, FakeDatabase(regions={}).factory())
     result = by_name(outcome)["table-leader-distribution"]
     assert result.status == "Pass"
     assert result.message.startswith("no benchmark tables yet (sbtest.sbtest1..sbtest1 not found)")
@@ -580,15 +466,8 @@ def test_no_benchmark_tables_yet_passes_table_leader_distribution_saying_so(
 
 
 def test_several_balanced_tables_are_summarised_in_one_line(fake_pd: FakePD) -> None:
-    fake_pd.set_body("/pd/api/v1/stores", balanced_stores_body())
     db = FakeDatabase(regions={"sbtest1": [1, 2, 3, 4], "sbtest2": [4, 3, 2, 1]})
-    outcome = run_preflight(
-        make_spec(dataset={"tables": 2}),
-        "bench",
-        kube=field_note_kube(),
-        pd=HTTPPDClient(fake_pd.url),
-        db=db.factory(),
-    )
+    outcome = on_balanced_stores(fake_pd, db.factory(), dataset={"tables": 2})
     result = by_name(outcome)["table-leader-distribution"]
     assert result.status == "Pass"
     assert (
@@ -621,9 +500,7 @@ def test_when_pd_gives_no_answer_at_all_the_gate_does_not_wait_for_it_twice() ->
         raise ConnectionRefusedError(111, "Connection refused")
 
     pd = HTTPPDClient("http://basic-pd.tidb-cluster:2379", transport=refused)
-    outcome = run_preflight(
-        make_spec(), "bench", kube=field_note_kube(), pd=pd, db=FakeDatabase().factory()
-    )
+    outcome = on_field_note(make_spec(), pd=pd, db=FakeDatabase().factory())
     assert asked == ["http://basic-pd.tidb-cluster:2379/pd/api/v1/stores"]
     assert by_name(outcome)["pending-operators"].status == "Fail"
     assert "connection refused" in by_name(outcome)["pending-operators"].message

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from testbed.clocks import SecondsClock
 from testbed.fake_pd import API, FakePD, field_note_stores
 from tidb_bench_operator.cli.run import local_preflight
 from tidb_bench_operator.config import Credentials
@@ -28,28 +29,13 @@ PENDING_OPERATOR = (
 )
 
 
-class Clock:
-    """Shared by the FakePD's timeline and the re-check loop: no real waiting."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
+@pytest.fixture
+def clock() -> SecondsClock:
+    return SecondsClock()
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def pd(clock: Clock) -> Iterator[FakePD]:
+def pd(clock: SecondsClock) -> Iterator[FakePD]:
     with FakePD(clock=clock) as fake:
         yield fake
 
@@ -71,7 +57,7 @@ def spec(**preflight: Any) -> BenchmarkRunSpec:
     )
 
 
-def check(pd: FakePD, clock: Clock, s: BenchmarkRunSpec, out: io.StringIO) -> dict[str, Any]:
+def check(pd: FakePD, clock: SecondsClock, s: BenchmarkRunSpec, out: io.StringIO) -> dict[str, Any]:
     return local_preflight(
         s, creds=Credentials("root", ""), pd_url=pd.url, out=out, clock=clock, sleep=clock.sleep
     )
@@ -82,7 +68,7 @@ def statuses(result: dict[str, Any]) -> dict[str, str]:
 
 
 def test_a_balanced_cluster_passes_the_pd_checks_and_the_kubernetes_ones_are_not_run(
-    pd: FakePD, clock: Clock
+    pd: FakePD, clock: SecondsClock
 ) -> None:
     out = io.StringIO()
     result = check(pd, clock, spec(), out)
@@ -100,7 +86,7 @@ def test_a_balanced_cluster_passes_the_pd_checks_and_the_kubernetes_ones_are_not
 
 
 def test_enforce_refuses_the_field_note_imbalance_naming_the_store_and_runs_nothing(
-    pd: FakePD, clock: Clock
+    pd: FakePD, clock: SecondsClock
 ) -> None:
     pd.set_body(f"{API}/stores", field_note_stores())
     with pytest.raises(TidbBenchError) as raised:
@@ -112,7 +98,7 @@ def test_enforce_refuses_the_field_note_imbalance_naming_the_store_and_runs_noth
     assert clock.sleeps == [5.0, 5.0, 5.0]  # looked at again until the timeout
 
 
-def test_warn_records_the_imbalance_and_goes_on_at_once(pd: FakePD, clock: Clock) -> None:
+def test_warn_records_the_imbalance_and_goes_on_at_once(pd: FakePD, clock: SecondsClock) -> None:
     pd.set_body(f"{API}/stores", field_note_stores())
     out = io.StringIO()
     result = check(pd, clock, spec(policy="Warn"), out)
@@ -123,7 +109,9 @@ def test_warn_records_the_imbalance_and_goes_on_at_once(pd: FakePD, clock: Clock
     assert "preflight Fail leader-size-balance" in out.getvalue()
 
 
-def test_pending_operators_are_waited_out_then_the_run_may_go(pd: FakePD, clock: Clock) -> None:
+def test_pending_operators_are_waited_out_then_the_run_may_go(
+    pd: FakePD, clock: SecondsClock
+) -> None:
     pd.set_sequence(f"{API}/operators", [(0, [PENDING_OPERATOR]), (7, [])])
     out = io.StringIO()
     result = check(pd, clock, spec(timeoutSeconds=60), out)
@@ -132,7 +120,7 @@ def test_pending_operators_are_waited_out_then_the_run_may_go(pd: FakePD, clock:
     assert out.getvalue().count("pending-operators failing; checking again in 5 s") == 2
 
 
-def test_an_unreachable_pd_is_a_precise_failure(clock: Clock) -> None:
+def test_an_unreachable_pd_is_a_precise_failure(clock: SecondsClock) -> None:
     with pytest.raises(TidbBenchError, match=r"store-state: .*127\.0\.0\.1"):
         local_preflight(
             spec(timeoutSeconds=0), creds=Credentials("root", ""),

@@ -23,7 +23,7 @@ from tidb_bench_operator.domain.queue import queue_key
 from tidb_bench_operator.reconcile.run import PreflightOutcome, RunReconciler
 from tidb_bench_operator.reconcile.run.gate import run_preflight
 
-V2 = Path(__file__).resolve().parents[1] / "data" / "vendor" / "tidb-operator-v2.0.1"
+V2 = Path(__file__).resolve().parents[3] / "data" / "vendor" / "tidb-operator-v2.0.1"
 NS = "bench"
 CLUSTER_NS = "tidb-cluster"
 JSON = dict[str, Any]

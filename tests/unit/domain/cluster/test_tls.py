@@ -32,7 +32,7 @@ from tidb_bench_operator.domain.manifests import (
 from tidb_bench_operator.errors import SpecError
 
 NS = "tidb-cluster"
-V2 = Path(__file__).resolve().parents[2] / "data" / "vendor" / "tidb-operator-v2.0.1"
+V2 = Path(__file__).resolve().parents[3] / "data" / "vendor" / "tidb-operator-v2.0.1"
 
 
 def tidb_cluster(*, cluster_tls: bool = False, mysql_tls: bool = False) -> dict[str, Any]:

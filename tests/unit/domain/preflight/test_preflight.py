@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from testbed.fake_pd import store_info
 from tidb_bench_operator.domain.pd import Store, parse_operators, parse_stores
 from tidb_bench_operator.domain.preflight import (
     CHECK_NAMES,
@@ -29,35 +30,11 @@ from tidb_bench_operator.domain.preflight import (
 )
 from tidb_bench_operator.errors import ParseError
 
-DATA = Path(__file__).resolve().parents[2] / "data" / "pd"
+DATA = Path(__file__).resolve().parents[3] / "data" / "pd"
 STORES_V81 = DATA / "pd-api-v1-stores_v8.1.0_tidb-operator-testdata.json"
 FRAGMENT = (
     DATA / "pd-ctl-store-check-offline_operator-address_v5.1.0-alpha_pd-issue3780_FRAGMENT.txt"
 )
-
-
-def store_info(
-    sid: int, pod: str, *, state: str = "Up", leader_size: int = 0, region_size: int = 0,
-    region_count: int = 0, leader_count: int = 0, engine: str | None = None,
-) -> dict[str, Any]:  # fmt: skip
-    """One GET /stores entry in PD's shape (https://github.com/tikv/pd/blob/v8.1.1/pkg/response/store.go)."""
-    meta: dict[str, Any] = {
-        "id": sid,
-        "address": f"{pod}.basic-tikv-peer.tidb-cluster.svc:20160",
-        "version": "8.1.0",
-        "state_name": state,
-    }
-    if engine:
-        meta["labels"] = [{"key": "engine", "value": engine}]
-    status = {
-        "capacity": "915.8GiB",
-        "available": "800GiB",
-        "leader_count": leader_count,
-        "leader_size": leader_size,
-        "region_count": region_count,
-        "region_size": region_size,
-    }
-    return {"store": meta, "status": status}
 
 
 def field_note_stores() -> list[Store]:

@@ -1,4 +1,4 @@
-"""The controller's start: it waits for API discovery to serve its CRDs before kopf scans."""
+"""controller/startup.py: wait until API discovery serves our resources before kopf scans it."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from testbed.clocks import SecondsClock
 from tidb_bench_operator.controller.startup import wait_until_served
 from tidb_bench_operator.errors import CrdsNotServed, KubeError
 
@@ -25,21 +26,10 @@ class Discovery:
         return answer
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
 BOTH = {"benchmarkruns", "benchmarkruns/status", "benchmarkschedules"}
 
 
-def wait(discovery: Discovery, clock: Clock, timeout: float = 60) -> list[str]:
+def wait(discovery: Discovery, clock: SecondsClock, timeout: float = 60) -> list[str]:
     notes: list[str] = []
     kube: Any = discovery
     wait_until_served(
@@ -49,7 +39,7 @@ def wait(discovery: Discovery, clock: Clock, timeout: float = 60) -> list[str]:
 
 
 def test_it_returns_at_once_when_both_resources_are_served() -> None:
-    discovery, clock = Discovery(BOTH), Clock()
+    discovery, clock = Discovery(BOTH), SecondsClock(0.0)
     assert wait(discovery, clock) == []
     assert discovery.calls == [("tidbbench.io", "v1alpha1")]
     assert clock.now == 0
@@ -57,7 +47,10 @@ def test_it_returns_at_once_when_both_resources_are_served() -> None:
 
 def test_it_waits_through_the_gap_between_established_and_discovery() -> None:
     # The API group is not there yet, then only one CRD is listed, then both.
-    discovery, clock = Discovery(set(), {"benchmarkruns"}, {"benchmarkruns"}, BOTH), Clock()
+    discovery, clock = (
+        Discovery(set(), {"benchmarkruns"}, {"benchmarkruns"}, BOTH),
+        SecondsClock(0.0),
+    )
     notes = wait(discovery, clock)
     assert len(discovery.calls) == 4
     assert clock.now == 1.5
@@ -68,14 +61,14 @@ def test_it_waits_through_the_gap_between_established_and_discovery() -> None:
 
 
 def test_it_notes_progress_every_10_seconds_not_every_poll() -> None:
-    discovery, clock = Discovery(*([set()] * 50), BOTH), Clock()
+    discovery, clock = Discovery(*([set()] * 50), BOTH), SecondsClock(0.0)
     notes = wait(discovery, clock)
     assert clock.now == 25.0
     assert len(notes) == 3  # at 0, 10 and 20 s
 
 
 def test_missing_crds_end_in_an_error_that_says_how_to_install_them() -> None:
-    discovery, clock = Discovery({"benchmarkruns"}), Clock()
+    discovery, clock = Discovery({"benchmarkruns"}), SecondsClock(0.0)
     with pytest.raises(CrdsNotServed) as raised:
         wait(discovery, clock, timeout=5)
     assert str(raised.value) == (
@@ -89,11 +82,11 @@ def test_missing_crds_end_in_an_error_that_says_how_to_install_them() -> None:
 def test_a_failing_discovery_call_is_retried_and_named_if_it_never_recovers() -> None:
     discovery, clock = (
         Discovery(KubeError("API discovery of tidbbench.io/v1alpha1: 503 x")),
-        Clock(),
+        SecondsClock(0.0),
     )
     with pytest.raises(CrdsNotServed, match=r"after 2 s \(API discovery of .*: 503 x\)"):
         wait(discovery, clock, timeout=2)
     recovered = Discovery(KubeError("503"), BOTH)
-    assert wait(recovered, Clock()) == ["waiting for API discovery to list "
+    assert wait(recovered, SecondsClock(0.0)) == ["waiting for API discovery to list "
                                         "benchmarkruns.tidbbench.io/v1alpha1, benchmarkschedules"
                                         ".tidbbench.io/v1alpha1 (503)"]  # fmt: skip

@@ -10,7 +10,7 @@ import pytest
 from tidb_bench_operator import __version__
 from tidb_bench_operator.cli import main
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 SYSBENCH = DATA / "sysbench"
 POINT_SELECT = SYSBENCH / "sysbench-1.0.20_oltp_point_select_threads4_recorded.txt"
 READ_WRITE_P99 = SYSBENCH / "sysbench-1.0.20_oltp_read_write_threads4_p99_recorded.txt"

@@ -10,7 +10,7 @@ import pytest
 from tidb_bench_operator.domain.preflight.pdcheck import render_pd_check_table, run_pd_check
 from tidb_bench_operator.errors import ParseError, PDError
 
-DATA = Path(__file__).resolve().parents[2] / "data" / "pd"
+DATA = Path(__file__).resolve().parents[3] / "data" / "pd"
 STORES_V81 = (DATA / "pd-api-v1-stores_v8.1.0_tidb-operator-testdata.json").read_text()
 FRAGMENT = (
     DATA / "pd-ctl-store-check-offline_operator-address_v5.1.0-alpha_pd-issue3780_FRAGMENT.txt"

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from testbed.clocks import SecondsClock
 from tidb_bench_operator.controller.driver import SCHEDULE_RESYNC_SECONDS, Driver, Key
 from tidb_bench_operator.domain.manifests import LABEL_SCHEDULE
 from tidb_bench_operator.domain.queue import ADMITTED, QueueEntry, Turn, queue_entry
@@ -125,12 +126,16 @@ class Schedules:
         return ScheduleOutcome(status={}, next_time=nxt)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+def nightly_schedule() -> dict[str, Any]:
+    """A BenchmarkSchedule event's object: what the Driver reads of it."""
+    return {
+        "metadata": {
+            "name": "nightly",
+            "namespace": "bench",
+            "generation": 1,
+            "resourceVersion": "5",
+        }
+    }
 
 
 @pytest.fixture
@@ -140,8 +145,8 @@ def world() -> World:
 
 def make(
     world: World, runs: Runs | None = None, schedules: Schedules | None = None
-) -> tuple[Driver, Clock]:
-    clock = Clock()
+) -> tuple[Driver, SecondsClock]:
+    clock = SecondsClock()
     driver = Driver(
         runs=runs or Runs(), schedules=schedules or Schedules(None), kube=world,
         clock=clock, wall=lambda: NOW,
@@ -295,14 +300,7 @@ def test_a_deleted_holder_keeps_its_cluster_until_its_pods_are_gone(world: World
 def test_an_idle_schedule_sleeps_until_it_is_due_and_its_runs_wake_it(world: World) -> None:
     schedules = Schedules(next_in=3600 * 24)
     driver, _ = make(world, schedules=schedules)
-    sched = {
-        "metadata": {
-            "name": "nightly",
-            "namespace": "bench",
-            "generation": 1,
-            "resourceVersion": "5",
-        }
-    }
+    sched = nightly_schedule()
     driver.schedule_event("ADDED", sched)
     assert [d for _, d in look_due(driver)] == [SCHEDULE_RESYNC_SECONDS]
     schedules.next_in = 10
@@ -338,14 +336,7 @@ def test_the_loop_runs_due_looks_and_sleeps_until_the_next_deadline(world: World
 
 def test_a_run_finished_by_the_drivers_own_patch_still_wakes_its_schedule(world: World) -> None:
     driver, _ = make(world, schedules=Schedules(next_in=3600))
-    sched = {
-        "metadata": {
-            "name": "nightly",
-            "namespace": "bench",
-            "generation": 1,
-            "resourceVersion": "5",
-        }
-    }
+    sched = nightly_schedule()
     driver.schedule_event("ADDED", sched)
     world.add("nightly-1", labels={LABEL_SCHEDULE: "nightly"}, phase="Running")
     event(driver, world, "nightly-1", "ADDED")
