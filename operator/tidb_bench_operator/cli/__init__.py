@@ -348,4 +348,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     parser.print_help(sys.stderr)
     return 2
-

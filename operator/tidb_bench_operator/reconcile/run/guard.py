@@ -84,7 +84,7 @@ def _cluster(
     except TidbBenchError:
         return None  # gone or unreadable: the pods below would say little either
     pods = ctx.kube.pods(ep.cluster_namespace, database_pod_selector(view.kind, view.name))
-    phases, spec_digest, unsettled = rollout_signals(view)
+    phases, spec_digest, unsettled = rollout_signals(view, pods, ctx.now)
     return pod_entries(view, pods), phases, spec_digest, unsettled
 
 
