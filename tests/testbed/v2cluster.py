@@ -229,6 +229,7 @@ def create_v2_standin_cluster(
     progressing: str = "True",
     tls: bool = False,
     feature_gates: Sequence[str] = (),
+    pd_services: bool = False,
 ) -> list[str]:
     """A v2 Cluster, its groups, instances and pods (see the module docstring).
 
@@ -236,6 +237,9 @@ def create_v2_standin_cluster(
     v2 writes: `pd` (the first PD group's Service; with the v2.1 `MultiPDGroup` gate in
     `feature_gates`, the cluster's `<cluster>-pd`), `components` and the conditions.
     `tls`: the Cluster's tlsCluster and the TiDBGroups' MySQL TLS on (PD then `https://`).
+    `pd_services`: the PD client Service(s) the operator makes too — with MultiPDGroup only
+    the cluster's `<cluster>-pd`, else each PD group's `<pdgroup>-pd`
+    (pkg/controllers/{cluster,pdgroup}/tasks/svc.go).
     Returns the pod names.
     """
     custom = client.CustomObjectsApi(api_client_)
@@ -305,6 +309,20 @@ def create_v2_standin_cluster(
     custom.patch_namespaced_custom_object_status(
         GROUP, VERSION, namespace, "clusters", name, {"status": status}
     )
+    if pd_services:
+        multi = "MultiPDGroup" in feature_gates
+        for service, group in (
+            [(f"{name}-pd", None)] if multi else [(f"{g}-pd", g) for g in pd_groups]
+        ):
+            selector = {**v2_labels(name, "pd", group or "")}
+            del selector["pingcap.com/group"]
+            if group is not None:
+                selector["pingcap.com/group"] = group
+            core.create_namespaced_service(namespace, {
+                "metadata": {"name": service, "labels": dict(selector)},
+                "spec": {"selector": selector,
+                         "ports": [{"name": "client", "port": 2379, "targetPort": 2379}]},
+            })  # fmt: skip
     return pods
 
 

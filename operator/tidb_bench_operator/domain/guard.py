@@ -232,6 +232,26 @@ def kube_disturbances(
     return out
 
 
+def rollout_baseline(
+    start_pods: Mapping[str, str], pods: Mapping[str, str], unsettled: Sequence[str]
+) -> dict[str, str]:
+    """The step's pod baseline with the pods of groups in a rollout taken in as they are now.
+
+    A rollout's pods are its own disturbance, recorded once (`kube_disturbances`); once the
+    rollout has settled, its surge pod and the pods it replaced must not each become a
+    disturbance of their own at the next look.
+    """
+    rolling = {unsettled_key(u).replace(" ", "/", 1) for u in unsettled}
+    out = dict(start_pods)
+    for name, entry in pods.items():
+        if _Pod.of(entry).group in rolling:
+            out[name] = entry
+    for name in set(start_pods) - set(pods):
+        if _Pod.of(start_pods[name]).group in rolling:
+            del out[name]
+    return out
+
+
 def client_disturbances(client_pods: Sequence[JSONView], *, at: datetime) -> list[Disturbance]:
     """A benchmark client pod whose container restarted (its numbers restarted with it)."""
     out = []

@@ -20,7 +20,12 @@ from tidb_bench_operator.domain.cluster.readers import read_tidb_cluster, read_v
 from tidb_bench_operator.domain.cluster.tls import resolve_tls
 from tidb_bench_operator.domain.cluster.view import anti_affinity_selector
 from tidb_bench_operator.domain.fingerprint import image_digests
-from tidb_bench_operator.domain.guard import kube_disturbances, pod_entries, rollout_signals
+from tidb_bench_operator.domain.guard import (
+    kube_disturbances,
+    pod_entries,
+    rollout_baseline,
+    rollout_signals,
+)
 from tidb_bench_operator.domain.preflight.placement import check_bench_node_isolation
 from tidb_bench_operator.errors import SpecError
 
@@ -155,7 +160,7 @@ def test_pdms_reads_pd_in_ms_mode_with_tso_and_scheduling_and_has_no_tidb() -> N
     ]
     assert view.pd_url == f"http://pd-pd.{NS}:2379"
     assert view.tidb is None
-    assert view.images()["tso"] == "pingcap/tso:v8.5.2"
+    assert view.images()["tso"] == "pingcap/pd:v8.5.2"  # TSO ships in PD's image
 
 
 def test_a_group_kind_no_version_knows_is_read_by_its_label() -> None:
@@ -262,20 +267,23 @@ def test_a_tidb_rolling_restart_with_a_surge_pod_is_one_disturbance_per_step() -
     looks = [
         ({"replicas": 3, "readyReplicas": 2, "updatedReplicas": 0}, [*old, surge]),
         ({"replicas": 2, "readyReplicas": 2, "updatedReplicas": 1}, [old[1], surge]),
+        (SETTLED, [old[1], surge]),  # settled: its pods are not flagged one by one afterwards
     ]
     found = []
     for status, pods in looks:
         view, _ = rolling(status, {"maxSurge": 1})
         _, _, unsettled = rollout_signals(view, pods, NOW)
-        found += kube_disturbances(start, pod_entries(view, pods), {}, None, unsettled,
-                                   cluster="basic", at=NOW)  # fmt: skip
+        entries = pod_entries(view, pods)
+        found += kube_disturbances(start, entries, {}, None, unsettled, cluster="basic", at=NOW)
+        start.pods = rollout_baseline(start.pods, entries, unsettled)
     assert {d.what for d in found} == {"ClusterProgressing"}
     assert {d.key() for d in found} == {("Kubernetes", "ClusterProgressing", "basic")}
     assert found[0].message == (
         "TiDBGroup tidb: 0/2 updated, 3 instances for 2 replicas (maxSurge 1) (rollout pods: "
         "tidb-tidb-002x created)"
     )
-    assert found[1].message.endswith("tidb-tidb-002x created, tidb-tidb-000x deleted)")
+    assert found[1].message.endswith("(rollout pods: tidb-tidb-000x deleted)")
+    assert len(found) == 2  # and both are one disturbance: the same key
 
 
 def test_a_pod_not_yet_min_ready_seconds_ready_keeps_the_rollout_going() -> None:

@@ -187,10 +187,16 @@ def _v2_tls(
     )
 
 
+# Components whose binary ships in another component's image (api/core/v1alpha1/
+# {tso,scheduling,router,resourcemanager,tikv_worker}_types.go: "Default is pingcap/pd|tikv").
+_DEFAULT_IMAGE = {"tso": "pingcap/pd", "scheduling": "pingcap/pd", "router": "pingcap/pd",
+                  "resource-manager": "pingcap/pd", "tikv-worker": "pingcap/tikv"}  # fmt: skip
+
+
 def _image(component: str, image: str | None, version: str | None) -> str:
-    # The CRD's rule: the image defaults to pingcap/<component>; a tag-less image takes the
-    # version as its tag.
-    base = image or f"pingcap/{component}"
+    # The CRD's rule: the image defaults to pingcap/<component> (or the image that ships
+    # it); a tag-less image takes the version as its tag.
+    base = image or _DEFAULT_IMAGE.get(component, f"pingcap/{component}")
     last = base.rsplit("/", 1)[-1]
     if "@" in base or ":" in last or not version:
         return base

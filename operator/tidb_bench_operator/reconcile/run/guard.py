@@ -23,6 +23,7 @@ from tidb_bench_operator.domain.guard import (
     pd_disturbances,
     pd_entries,
     pod_entries,
+    rollout_baseline,
     rollout_signals,
     summary,
 )
@@ -104,6 +105,7 @@ def watch(ctx: RunContext, step: StepStatus, client_pods: list[JSON]) -> bool:
         found += kube_disturbances(
             look, pods, phases, spec_digest, unsettled, cluster=name, at=ctx.now
         )
+        look.pods = rollout_baseline(look.pods, pods, unsettled)
     found += client_disturbances(client_pods, at=ctx.now)
     found += _poll_pd(ctx, step, look)
     return record(ctx, step, found)
