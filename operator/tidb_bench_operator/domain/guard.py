@@ -74,6 +74,11 @@ class _Pod:
         return f"{DISPLAY.get(self.component, self.component)} pod {name}{where}"
 
 
+#: The baseline entry of a pod a rollout removed. Kept, not deleted: status is written as
+#: a JSON merge patch, which cannot drop a key inside `guardLook.pods`.
+ROLLED_OUT = "rolled-out"
+
+
 def unsettled_key(item: str) -> str:
     """What an unsettled entry is about: `TiDBGroup tidb` of `TiDBGroup tidb: 1/2 updated`."""
     return item.split(": ", 1)[0]
@@ -180,7 +185,8 @@ def kube_disturbances(
     bench = set(start.bench_nodes)
     for name, entry in sorted(pods.items()):
         now = _Pod.of(entry)
-        before = _Pod.of(start.pods[name]) if name in start.pods else None
+        was = start.pods.get(name)
+        before = _Pod.of(was) if was is not None and was != ROLLED_OUT else None
         if now.node in bench:  # wherever it came from: the step shares the node with it
             add(
                 "PodOnBenchNode",
@@ -204,6 +210,8 @@ def kube_disturbances(
                 f"{now.text(name)}: restart count {before.restarts} → {now.restarts}",
             )
     for name in sorted(set(start.pods) - set(pods)):
+        if start.pods[name] == ROLLED_OUT:
+            continue
         gone = _Pod.of(start.pods[name])
         if not in_rollout(gone, name, "deleted"):
             add("PodDeleted", name, f"{gone.text(name)} is gone")
@@ -247,8 +255,8 @@ def rollout_baseline(
         if _Pod.of(entry).group in rolling:
             out[name] = entry
     for name in set(start_pods) - set(pods):
-        if _Pod.of(start_pods[name]).group in rolling:
-            del out[name]
+        if start_pods[name] != ROLLED_OUT and _Pod.of(start_pods[name]).group in rolling:
+            out[name] = ROLLED_OUT
     return out
 
 

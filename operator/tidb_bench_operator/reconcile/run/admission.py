@@ -190,6 +190,8 @@ def resolve_target(ctx: RunContext) -> tuple[str, str] | None:
             if tls.mysql
             else "",
             *tls.notes,
+            # Where the cluster's Secret names came from (v2.1 names them on the Cluster).
+            *(view.tls.notes if view is not None else ()),
         ]
         ctx.event("Normal" if not tls.notes else "Warning", "TLS", "; ".join(u for u in used if u))
     # v2 only: which TiDBGroup and PD URL a Cluster resolved to is worth an Event (v1's
