@@ -1,8 +1,16 @@
 """TiDB Operator v2 on the test bed: its CRDs made installable on 1.20, stand-in clusters.
 
-The v2.0.1 CRDs (tests/data/vendor/tidb-operator-v2.0.1/crd/) are generated for current
-Kubernetes. The 1.20 API server refuses them as they are, so `v2_crd_for_1_20` transforms
-each at load time:
+Two shapes of the v2 CRDs are vendored: v2.0.1's (tests/data/vendor/tidb-operator-v2.0.1/
+crd/, seven CRDs, what the bed installs at start) and v2.1.0-beta.6's (tests/data/vendor/
+tidb-operator-v2.1.0-beta.6/crd/: the same seven, a superset of v2.0.1's fields — feature
+gates, `customizedPDServiceName`, `dns`, `security.tls.client`, TLSSecret `ca`/`certKeyPair`,
+TiDB `mode` and `maxSurge` — plus TiKVWorkerGroup and TiKVWorker). They have the same names,
+so one API server serves one shape at a time: `install_v2_crds(ext, "v2.1")` replaces the
+installed ones with v2.1's and adds the TiKVWorker CRDs; `install_v2_crds(ext, "v2.0.1")`
+puts v2.0.1's back and removes those (the v2.1 e2e suite does both, around its tests).
+
+Both are generated for current Kubernetes. The 1.20 API server refuses them as they are,
+so `v2_crd_for_1_20` transforms each, of either shape, at load time:
 
 - `x-kubernetes-validations` (CEL rules, Kubernetes >= 1.25) are removed;
 - `selectableFields` (Kubernetes >= 1.30) is removed;
@@ -35,11 +43,15 @@ from testbed.cluster import REPO_ROOT
 from testbed.kube import standin_pod, wait_crd_established
 
 V2_VENDOR = REPO_ROOT / "tests" / "data" / "vendor" / "tidb-operator-v2.0.1"
+V21_VENDOR = REPO_ROOT / "tests" / "data" / "vendor" / "tidb-operator-v2.1.0-beta.6"
+SHAPES = {"v2.0.1": V2_VENDOR, "v2.1": V21_VENDOR}
 GROUP, VERSION = "core.pingcap.com", "v1alpha1"
 VERSION_TAG = "v8.5.2"
 GROUP_KIND = {"pd": ("PDGroup", "pdgroups"), "tikv": ("TiKVGroup", "tikvgroups"),
-              "tidb": ("TiDBGroup", "tidbgroups")}  # fmt: skip
-INSTANCE_KIND = {"pd": ("PD", "pds"), "tikv": ("TiKV", "tikvs"), "tidb": ("TiDB", "tidbs")}
+              "tidb": ("TiDBGroup", "tidbgroups"),
+              "tikv-worker": ("TiKVWorkerGroup", "tikvworkergroups")}  # fmt: skip
+INSTANCE_KIND = {"pd": ("PD", "pds"), "tikv": ("TiKV", "tikvs"), "tidb": ("TiDB", "tidbs"),
+                 "tikv-worker": ("TiKVWorker", "tikvworkers")}  # fmt: skip
 ZONE_KEY = "topology.kubernetes.io/zone"
 
 
@@ -62,20 +74,40 @@ def v2_crd_for_1_20(crd: Any) -> Any:
     return out
 
 
-def install_v2_crds(ext: client.ApiextensionsV1Api) -> list[str]:
-    """Create TiDB Operator v2.0.1's seven CRDs (transformed for 1.20); wait for each."""
+def install_v2_crds(ext: client.ApiextensionsV1Api, shape: str = "v2.0.1") -> list[str]:
+    """Install the CRDs of one shape (transformed for 1.20), replacing the other's; wait.
+
+    At the bed's start nothing is installed and v2.0.1's seven are created. Asked for the
+    other shape, the installed ones are replaced by it and the CRDs only the old shape has
+    (v2.1's TiKVWorker ones) deleted.
+    """
     names = []
-    for path in sorted((V2_VENDOR / "crd").glob("*.yaml")):
+    for path in sorted((SHAPES[shape] / "crd").glob("*.yaml")):
         body = v2_crd_for_1_20(yaml.safe_load(path.read_text()))
+        name = body["metadata"]["name"]
         try:
             ext.create_custom_resource_definition(body)
         except ApiException as exc:
             if exc.status != 409:
                 raise
-        names.append(body["metadata"]["name"])
+            now = ext.read_custom_resource_definition(name)
+            body["metadata"]["resourceVersion"] = now.metadata.resource_version
+            ext.replace_custom_resource_definition(name, body)
+        names.append(name)
+    for other in {n for p in SHAPES.values() for n in _crd_names(p)} - set(names):
+        try:
+            ext.delete_custom_resource_definition(other)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
     for name in names:
         wait_crd_established(ext, name)
     return names
+
+
+def _crd_names(vendor: Any) -> list[str]:
+    # core.pingcap.com_tikvworkers.yaml -> tikvworkers.core.pingcap.com
+    return [f"{p.stem.split('_', 1)[1]}.{GROUP}" for p in (vendor / "crd").glob("*.yaml")]
 
 
 @dataclass
@@ -92,14 +124,21 @@ class StandinGroup:
     version: str = VERSION_TAG
     exec_commands: Mapping[str, Sequence[str]] | None = None
     status: dict[str, Any] = field(default_factory=dict)
+    #: More of the group's spec (v2.1: TiDBGroup `maxSurge`, `minReadySeconds`).
+    spec: dict[str, Any] = field(default_factory=dict)
 
 
-def cluster_manifest(name: str, namespace: str, tls: bool = False) -> dict[str, Any]:
+def cluster_manifest(
+    name: str, namespace: str, tls: bool = False, feature_gates: Sequence[str] = ()
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"tlsCluster": {"enabled": True}} if tls else {}
+    if feature_gates:  # v2.1 shape only: v2.0.1's Cluster has no featureGates
+        spec["featureGates"] = [{"name": g} for g in feature_gates]
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "Cluster",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"tlsCluster": {"enabled": True}} if tls else {},
+        "spec": spec,
     }
 
 
@@ -116,6 +155,7 @@ def group_manifest(
         "cluster": {"name": cluster},
         "replicas": len(g.nodes),
         "template": {"spec": template},
+        **g.spec,
     }
     if g.topologies is not None:
         spec["schedulePolicies"] = [
@@ -188,19 +228,25 @@ def create_v2_standin_cluster(
     pd_status: bool = True,
     progressing: str = "True",
     tls: bool = False,
+    feature_gates: Sequence[str] = (),
+    pd_services: bool = False,
 ) -> list[str]:
     """A v2 Cluster, its groups, instances and pods (see the module docstring).
 
     `groups` maps group name -> StandinGroup. The Cluster's status gets what TiDB Operator
-    v2 writes: `pd` (the first PD group's Service), `components` and the conditions.
+    v2 writes: `pd` (the first PD group's Service; with the v2.1 `MultiPDGroup` gate in
+    `feature_gates`, the cluster's `<cluster>-pd`), `components` and the conditions.
     `tls`: the Cluster's tlsCluster and the TiDBGroups' MySQL TLS on (PD then `https://`).
+    `pd_services`: the PD client Service(s) the operator makes too — with MultiPDGroup only
+    the cluster's `<cluster>-pd`, else each PD group's `<pdgroup>-pd`
+    (pkg/controllers/{cluster,pdgroup}/tasks/svc.go).
     Returns the pod names.
     """
     custom = client.CustomObjectsApi(api_client_)
     core = client.CoreV1Api(api_client_)
     node_labels = {n.metadata.name: dict(n.metadata.labels or {}) for n in core.list_node().items}
     cluster = custom.create_namespaced_custom_object(
-        GROUP, VERSION, namespace, "clusters", cluster_manifest(name, namespace, tls)
+        GROUP, VERSION, namespace, "clusters", cluster_manifest(name, namespace, tls, feature_gates)
     )
     pods = []
     totals: dict[str, int] = {}
@@ -244,7 +290,7 @@ def create_v2_standin_cluster(
             core.create_namespaced_pod(namespace, pod)
             pods.append(pod["metadata"]["name"])
     pd_groups = [gn for gn, g in groups.items() if g.component == "pd"]
-    order = {"pd": "PD", "tikv": "TiKV", "tidb": "TiDB"}
+    order = {"pd": "PD", "tikv": "TiKV", "tidb": "TiDB", "tikv-worker": "TiKVWorker"}
     status: dict[str, Any] = {
         "id": "7380000000000000001",  # PD's cluster id; the schema requires it
         "components": sorted(
@@ -258,10 +304,25 @@ def create_v2_standin_cluster(
         "observedGeneration": cluster["metadata"].get("generation", 1),
     }
     if pd_status and pd_groups:
-        status["pd"] = f"{'https' if tls else 'http'}://{pd_groups[0]}-pd.{namespace}:2379"
+        service = f"{name}-pd" if "MultiPDGroup" in feature_gates else f"{pd_groups[0]}-pd"
+        status["pd"] = f"{'https' if tls else 'http'}://{service}.{namespace}:2379"
     custom.patch_namespaced_custom_object_status(
         GROUP, VERSION, namespace, "clusters", name, {"status": status}
     )
+    if pd_services:
+        multi = "MultiPDGroup" in feature_gates
+        for service, group in (
+            [(f"{name}-pd", None)] if multi else [(f"{g}-pd", g) for g in pd_groups]
+        ):
+            selector = {**v2_labels(name, "pd", group or "")}
+            del selector["pingcap.com/group"]
+            if group is not None:
+                selector["pingcap.com/group"] = group
+            core.create_namespaced_service(namespace, {
+                "metadata": {"name": service, "labels": dict(selector)},
+                "spec": {"selector": selector,
+                         "ports": [{"name": "client", "port": 2379, "targetPort": 2379}]},
+            })  # fmt: skip
     return pods
 
 
@@ -287,9 +348,11 @@ def unzone_nodes(core: client.CoreV1Api, nodes: Sequence[str]) -> None:
         core.patch_node(node, {"metadata": {"labels": {ZONE_KEY: None}}})
 
 
-def v2_example_objects(name: str) -> list[dict[str, Any]]:
+def v2_example_objects(name: str, shape: str = "v2.0.1") -> list[dict[str, Any]]:
     """The vendored example's objects (Cluster first), as TiDB Operator ships them."""
     return [
-        copy.deepcopy(yaml.safe_load(p.read_text()))
-        for p in sorted((V2_VENDOR / "examples" / name).glob("*.yaml"))
+        copy.deepcopy(doc)
+        for p in sorted((SHAPES[shape] / "examples" / name).glob("*.yaml"))
+        for doc in yaml.safe_load_all(p.read_text())
+        if isinstance(doc, dict)
     ]

@@ -201,10 +201,13 @@ def test_tidb_operator_objects_are_read_only_exactly_what_resolving_a_cluster_re
         assert granted == {
             ("pingcap.com", "tidbclusters", "get"),
             ("core.pingcap.com", "clusters", "get"),
-            ("core.pingcap.com", "pdgroups", "list"),
-            ("core.pingcap.com", "tikvgroups", "list"),
-            ("core.pingcap.com", "tidbgroups", "list"),
+            *(("core.pingcap.com", f"{g}groups", "list") for g in V2_GROUPS),
         }, path
+
+
+#: The v2 group kinds the controller lists (domain/cluster/view.py V2_GROUP_PLURALS).
+V2_GROUPS = ("pd", "tikv", "tidb", "tiflash", "ticdc", "tiproxy", "tikvworker", "tso",
+             "scheduling", "router", "resourcemanager")  # fmt: skip
 
 
 def _containers_hardened(pod: dict[str, Any], where: str) -> None:

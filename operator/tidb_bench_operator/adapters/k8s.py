@@ -183,17 +183,26 @@ class Kube:
         )  # fmt: skip
 
     def v2_groups(self, namespace: str) -> list[JSON]:
-        """Every PDGroup, TiKVGroup and TiDBGroup in the namespace (none without v2's CRDs)."""
+        """Every v2 group in the namespace (none without v2's CRDs).
+
+        The group kinds are those API discovery serves (`*groups` of core.pingcap.com): the
+        PD, TiKV and TiDB groups, v2.1's TiKVWorker groups, and kinds of later versions. A
+        403 on a kind other than PD/TiKV/TiDB groups skips it (an older deploy/ without the
+        rule): its pods are still found by their labels.
+        """
+        served = self.served_resources(V2_API_GROUP, V2_API_VERSION)
+        core = [V2_GROUP_PLURALS[c] for c in ("pd", "tikv", "tidb")]
+        others = sorted(r for r in served if r.endswith("groups") and "/" not in r)
         found: list[JSON] = []
-        for plural in V2_GROUP_PLURALS.values():
+        for plural in [p for p in core if p in served] + [p for p in others if p not in core]:
             try:
                 resp = self.custom.list_namespaced_custom_object(
                     V2_API_GROUP, V2_API_VERSION, namespace, plural,
                     _preload_content=False, _request_timeout=TIMEOUT,
                 )  # fmt: skip
             except ApiException as exc:
-                if exc.status == 404:
-                    continue  # TiDB Operator v2 is not installed: no groups of this kind
+                if exc.status == 404 or (exc.status == 403 and plural not in core):
+                    continue  # not served (any more), or a kind deploy/ does not grant
                 raise (KubeForbidden if exc.status == 403 else KubeError)(
                     f"listing {plural}.{V2_API_GROUP} in {namespace}: {exc.status} {exc.reason}"
                 ) from exc

@@ -54,14 +54,21 @@ def client_context(ca: str, cert: str, key: str, *, where: str) -> ssl.SSLContex
     return ctx
 
 
-def context_from_secret(read: SecretValue, namespace: str, name: str) -> ssl.SSLContext:
-    """The client context of Secret namespace/name (keys ca.crt, tls.crt, tls.key)."""
-    values = {k: read(namespace, name, k) for k in TLS_KEYS}
+def context_from_secret(
+    read: SecretValue, namespace: str, name: str, ca_secret: str | None = None
+) -> ssl.SSLContext:
+    """The client context of Secret namespace/name (keys ca.crt, tls.crt, tls.key).
+
+    With `ca_secret` (TiDB Operator v2.1 keeps the CA apart), ca.crt is read from that one.
+    """
+    values = {k: read(namespace, ca_secret if k == "ca.crt" and ca_secret else name, k)
+              for k in TLS_KEYS}  # fmt: skip
     missing = [k for k, v in values.items() if not v]
     if missing:
+        where = f" (ca.crt from Secret {namespace}/{ca_secret})" if ca_secret else ""
         raise TLSConfigError(
-            f"Secret {namespace}/{name} has no {', '.join(missing)}; a TLS client Secret "
-            f"holds {', '.join(TLS_KEYS)}"
+            f"Secret {namespace}/{name}{where} has no {', '.join(missing)}; a TLS client "
+            f"Secret holds {', '.join(TLS_KEYS)}"
         )
     ca, cert, key = (str(values[k]) for k in TLS_KEYS)
     return client_context(ca, cert, key, where=f"Secret {namespace}/{name}")

@@ -123,25 +123,34 @@ def server_fingerprint(
     )
 
 
-def image_digests(pods: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+def image_digests(
+    pods: Iterable[Mapping[str, Any]],
+    component_label: str = "app.kubernetes.io/component",
+    *,
+    any_component: bool = False,
+) -> dict[str, str]:
     """Component → digest(s) from the `imageID` of the cluster pods' container statuses.
 
-    The component is the pod's `app.kubernetes.io/component` label; the digest is the part
-    after `@` of imageID (`docker-pullable://pingcap/tidb@sha256:…` → `sha256:…`), or the
-    whole imageID when it has none. Pods without an imageID (not started yet) are skipped.
+    The component is the pod's `component_label` (v1 `app.kubernetes.io/component`, one of
+    COMPONENTS; v2 `pingcap.com/component`, any value with `any_component`, so tikv-worker
+    and later kinds are fingerprinted too); the digest is the part after `@` of imageID
+    (`docker-pullable://pingcap/tidb@sha256:…` → `sha256:…`), or the whole imageID when it
+    has none. Pods without an imageID (not started yet) are skipped.
     """
     found: dict[str, set[str]] = {}
     for pod in pods:
         labels = (pod.get("metadata") or {}).get("labels") or {}
-        component = labels.get("app.kubernetes.io/component")
-        if component not in COMPONENTS:
+        component = labels.get(component_label)
+        if not isinstance(component, str) or not (
+            component in COMPONENTS or (any_component and component)
+        ):
             continue
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
             image_id = str(cs.get("imageID") or "")
             if cs.get("name") != component or not image_id:
                 continue
             found.setdefault(component, set()).add(image_id.rsplit("@", 1)[-1])
-    return {c: ",".join(sorted(found[c])) for c in COMPONENTS if c in found}
+    return {c: ",".join(sorted(found[c])) for c in _ordered_keys(found, {})}
 
 
 def config_items(rows: Sequence[Sequence[Any]]) -> tuple[dict[str, str], dict[str, str]]:

@@ -35,14 +35,24 @@ def _restarts(pod: JSONView) -> int:
 
 
 def pod_entries(view: ClusterView, pods: Sequence[JSONView]) -> dict[str, str]:
-    """The cluster's live pd/tikv/tidb pods as `name → 'uid node restarts component'`."""
+    """The cluster's live database pods as `name → 'uid node restarts component[ group]'`.
+
+    v2 entries end with the pod's group as `<Kind>/<name>` (e.g. `TiDBGroup/tidb`), so a
+    rollout of that group can own its pods' comings and goings; v1 entries have four fields.
+    """
+    groups = {(g.component, g.name): g.kind for g in view.groups}
     out = {}
     for pod in view.database_pods(pods):
         name = str(get_path(pod, "metadata", "name") or "")
         uid = str(get_path(pod, "metadata", "uid") or "-")
         node = str(get_path(pod, "spec", "nodeName") or "-")
-        component = metadata_labels(pod).get(view.labels.component, "?")
-        out[name] = f"{uid} {node} {_restarts(pod)} {component}"
+        labels = metadata_labels(pod)
+        component = labels.get(view.labels.component, "?")
+        entry = f"{uid} {node} {_restarts(pod)} {component}"
+        if view.labels.group is not None and labels.get(view.labels.group):
+            group = labels[view.labels.group]
+            entry += f" {groups.get((component, group), 'Group')}/{group}"
+        out[name] = entry
     return out
 
 
@@ -52,24 +62,73 @@ class _Pod:
     node: str
     restarts: int
     component: str
+    group: str = ""
 
     @classmethod
     def of(cls, entry: str) -> _Pod:
-        uid, node, restarts, component = [*entry.split(" "), "-", "-", "0", "?"][:4]
-        return cls(uid, node, int(restarts) if restarts.isdigit() else 0, component)
+        uid, node, restarts, component, group = [*entry.split(" "), "-", "-", "0", "?", ""][:5]
+        return cls(uid, node, int(restarts) if restarts.isdigit() else 0, component, group)
 
     def text(self, name: str) -> str:
         where = f" on {self.node}" if self.node != "-" else " (not scheduled)"
         return f"{DISPLAY.get(self.component, self.component)} pod {name}{where}"
 
 
-def rollout_signals(view: ClusterView) -> tuple[dict[str, str], str | None, list[str]]:
+#: The baseline entry of a pod a rollout removed. Kept, not deleted: status is written as
+#: a JSON merge patch, which cannot drop a key inside `guardLook.pods`.
+ROLLED_OUT = "rolled-out"
+
+
+def unsettled_key(item: str) -> str:
+    """What an unsettled entry is about: `TiDBGroup tidb` of `TiDBGroup tidb: 1/2 updated`."""
+    return item.split(": ", 1)[0]
+
+
+def _settling(view: ClusterView, pods: Sequence[JSONView], now: datetime) -> list[str]:
+    """Groups with `minReadySeconds` whose pod became Ready less than that long ago: the
+    operator does not count it available yet, so the rollout is still going on."""
+    out = []
+    for g in view.groups:
+        if not g.min_ready_seconds:
+            continue
+        for pod in view.pods_of(g, pods):
+            ready = next(
+                (c for c in get_path(pod, "status", "conditions") or []
+                 if isinstance(c, Mapping) and c.get("type") == "Ready"),
+                None,
+            )  # fmt: skip
+            since = _time(ready.get("lastTransitionTime")) if ready else None
+            if ready and ready.get("status") == "True" and since is not None:
+                age = (now - since).total_seconds()
+                if age < g.min_ready_seconds:
+                    name = get_path(pod, "metadata", "name")
+                    out.append(
+                        f"{g.kind} {g.name}: pod {name} Ready for {max(age, 0):.0f}s of "
+                        f"minReadySeconds {g.min_ready_seconds}"
+                    )
+                    break
+    return out
+
+
+def _time(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def rollout_signals(
+    view: ClusterView, pods: Sequence[JSONView] = (), now: datetime | None = None
+) -> tuple[dict[str, str], str | None, list[str]]:
     """The operator's own word that it is changing the cluster: phases, spec, rollouts.
 
     v1: `status.<component>.phase` (Normal, Upgrade, Scale, …); both: a digest of the
     cluster object's spec (not `metadata.generation`: the TidbCluster CRD has no status
-    subresource, so every status write moves it); v2: groups not settled and the
-    Cluster's Progressing condition.
+    subresource, so every status write moves it); v2: groups not settled (a surge instance
+    and, with `minReadySeconds`, a pod not yet that long Ready included), the Cluster's
+    aggregated Ready/Synced conditions where it has them, and its Progressing condition.
     """
     phases = {}
     for comp in DATABASE_COMPONENTS:
@@ -83,6 +142,10 @@ def rollout_signals(view: ClusterView) -> tuple[dict[str, str], str | None, list
         else None
     )
     unsettled = list(view.unsettled_groups())
+    if now is not None:
+        known = {unsettled_key(u) for u in unsettled}
+        unsettled += [u for u in _settling(view, pods, now) if unsettled_key(u) not in known]
+    unsettled += view.aggregated_unsettled()
     progressing = view.progressing
     if progressing is not None and progressing.status == "True":
         unsettled.append(f"Cluster Progressing=True ({progressing.reason})")
@@ -99,16 +162,31 @@ def kube_disturbances(
     cluster: str,
     at: datetime,
 ) -> list[Disturbance]:
-    """What changed in the cluster's pods and rollout signals since the step started."""
+    """What changed in the cluster's pods and rollout signals since the step started.
+
+    Pods of a v2 group the operator is rolling out (its entry in `unsettled`) come and go
+    as the rollout does — a `maxSurge` instance first, then the old one deleted: they are
+    named in the rollout's one disturbance, not each a disturbance of its own.
+    """
     out: list[Disturbance] = []
 
     def add(what: str, obj: str, message: str) -> None:
         out.append(Disturbance(at=at, source="Kubernetes", what=what, object=obj, message=message))
 
+    rolling = {unsettled_key(u).replace(" ", "/", 1): u for u in unsettled}
+    churn: dict[str, list[str]] = {}
+
+    def in_rollout(pod: _Pod, name: str, what: str) -> bool:
+        if pod.group and pod.group in rolling:
+            churn.setdefault(pod.group, []).append(f"{name} {what}")
+            return True
+        return False
+
     bench = set(start.bench_nodes)
     for name, entry in sorted(pods.items()):
         now = _Pod.of(entry)
-        before = _Pod.of(start.pods[name]) if name in start.pods else None
+        was = start.pods.get(name)
+        before = _Pod.of(was) if was is not None and was != ROLLED_OUT else None
         if now.node in bench:  # wherever it came from: the step shares the node with it
             add(
                 "PodOnBenchNode",
@@ -117,10 +195,12 @@ def kube_disturbances(
                 "competes with them for CPU and I/O",
             )
         if before is None:
-            add("PodCreated", name, f"{now.text(name)} appeared during the step")
+            if not in_rollout(now, name, "created"):
+                add("PodCreated", name, f"{now.text(name)} appeared during the step")
         elif before.uid != now.uid:
-            moved = f", moved from {before.node}" if before.node != now.node else ""
-            add("PodRecreated", name, f"{now.text(name)} was deleted and created again{moved}")
+            if not in_rollout(now, name, "recreated"):
+                moved = f", moved from {before.node}" if before.node != now.node else ""
+                add("PodRecreated", name, f"{now.text(name)} was deleted and created again{moved}")
         elif before.node != now.node:
             add("PodMoved", name, f"{now.text(name)}, was on {before.node}")
         elif now.restarts > before.restarts:
@@ -130,7 +210,11 @@ def kube_disturbances(
                 f"{now.text(name)}: restart count {before.restarts} → {now.restarts}",
             )
     for name in sorted(set(start.pods) - set(pods)):
-        add("PodDeleted", name, f"{_Pod.of(start.pods[name]).text(name)} is gone")
+        if start.pods[name] == ROLLED_OUT:
+            continue
+        gone = _Pod.of(start.pods[name])
+        if not in_rollout(gone, name, "deleted"):
+            add("PodDeleted", name, f"{gone.text(name)} is gone")
     for comp, phase in sorted(phases.items()):
         if phase != "Normal":  # also when it began before the step: it is still going on
             was = start.phases.get(comp, "unset")
@@ -147,9 +231,32 @@ def kube_disturbances(
             f"the cluster's spec changed during the step (digest {start.spec_digest} → "
             f"{spec_digest}): the operator will roll it out",
         )
+    began = {unsettled_key(u) for u in start.unsettled}
     for item in unsettled:
-        if item not in start.unsettled:
-            add("ClusterProgressing", cluster, item)
+        churned = churn.get(unsettled_key(item).replace(" ", "/", 1))
+        if unsettled_key(item) not in began or churned:
+            pods_text = f" (rollout pods: {', '.join(churned)})" if churned else ""
+            add("ClusterProgressing", cluster, item + pods_text)
+    return out
+
+
+def rollout_baseline(
+    start_pods: Mapping[str, str], pods: Mapping[str, str], unsettled: Sequence[str]
+) -> dict[str, str]:
+    """The step's pod baseline with the pods of groups in a rollout taken in as they are now.
+
+    A rollout's pods are its own disturbance, recorded once (`kube_disturbances`); once the
+    rollout has settled, its surge pod and the pods it replaced must not each become a
+    disturbance of their own at the next look.
+    """
+    rolling = {unsettled_key(u).replace(" ", "/", 1) for u in unsettled}
+    out = dict(start_pods)
+    for name, entry in pods.items():
+        if _Pod.of(entry).group in rolling:
+            out[name] = entry
+    for name in set(start_pods) - set(pods):
+        if start_pods[name] != ROLLED_OUT and _Pod.of(start_pods[name]).group in rolling:
+            out[name] = ROLLED_OUT
     return out
 
 

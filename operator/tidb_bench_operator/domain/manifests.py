@@ -76,6 +76,8 @@ class Endpoint:
     # Client certificate Secrets (domain/tls.py); None: that connection is plain.
     pd_tls_secret: str | None = None
     mysql_tls_secret: str | None = None
+    # v2.1: the Secret with PD's CA when the cluster keeps it apart from the cert/key pair.
+    pd_tls_ca_secret: str | None = None
 
 
 def compute_endpoint(
@@ -121,6 +123,7 @@ def resolved_endpoint(endpoint: Endpoint) -> ResolvedEndpoint:
         tidb_group=endpoint.tidb_group,
         pd_tls_secret=endpoint.pd_tls_secret,
         mysql_tls_secret=endpoint.mysql_tls_secret,
+        pd_tls_ca_secret=endpoint.pd_tls_ca_secret,
     )
 
 
@@ -141,6 +144,7 @@ def endpoint_of(
         resolved.tidb_group,
         resolved.pd_tls_secret,
         resolved.mysql_tls_secret,
+        resolved.pd_tls_ca_secret,
     )
 
 
@@ -202,7 +206,7 @@ def owner_reference(run: RunRef) -> dict[str, Any]:
 def build_affinity(
     spec: BenchmarkRunSpec, endpoint: Endpoint, run: RunRef, step_label: str
 ) -> dict[str, Any]:
-    """Pod anti-affinity: away from the cluster's pd/tikv/tidb pods, and one client per node."""
+    """Pod anti-affinity: away from the cluster's database pods, and one client per node."""
     terms: list[dict[str, Any]] = []
     if endpoint.cluster_name is not None:
         kind = endpoint.cluster_kind or V1_KIND

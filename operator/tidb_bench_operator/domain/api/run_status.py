@@ -272,6 +272,12 @@ class ResolvedEndpoint(StatusModel):
         alias="mysqlTLSSecret",
         description="Secret holding the MySQL client certificate the clients use.",
     )
+    pd_tls_ca_secret: str | None = Field(
+        default=None,
+        alias="pdTLSCASecret",
+        description="Secret holding PD's CA (ca.crt) when the Cluster names it apart from the "
+        "client certificate (TiDB Operator v2.1 spec.security.tls.client.ca).",
+    )
     tidb_group: str | None = Field(
         default=None,
         description="Cluster (v2): the TiDBGroup measured (an Event says why when it has several).",

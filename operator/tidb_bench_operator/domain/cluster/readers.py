@@ -13,6 +13,7 @@ from tidb_bench_operator.domain.cluster.view import (
     V1_KIND,
     V2_GROUP_KINDS,
     V2_KIND,
+    V2_LABELS,
     ClusterTls,
     ClusterView,
     ComponentGroup,
@@ -20,6 +21,7 @@ from tidb_bench_operator.domain.cluster.view import (
     TidbEndpoint,
     WeightedTopology,
     cluster_client_secret_name,
+    component_rank,
     mysql_client_secret_name,
 )
 from tidb_bench_operator.domain.objects import get_path
@@ -79,17 +81,122 @@ def read_tidb_cluster(tc: Mapping[str, Any], *, namespace: str | None = None) ->
 
 
 def _v2_component(group: Mapping[str, Any]) -> str | None:
+    """The component a v2 group runs: by its kind, else its component label, else its kind.
+
+    A kind this version does not know (a later TiDB Operator's) still counts: its label,
+    or `FooGroup` → `foo`.
+    """
     kind = str(group.get("kind") or "")
     for comp, group_kind in V2_GROUP_KINDS.items():
         if kind == group_kind:
             return comp
+    label = get_path(group, "metadata", "labels", V2_LABELS.component)
+    if isinstance(label, str) and label:
+        return label
+    if kind.endswith("Group") and len(kind) > len("Group"):
+        return kind.removesuffix("Group").lower()
     return None
 
 
+def _feature_gates(cluster: Mapping[str, Any]) -> set[str]:
+    return {
+        str(g.get("name"))
+        for g in get_path(cluster, "spec", "featureGates") or []
+        if isinstance(g, Mapping) and g.get("name")
+    }
+
+
+def _service_host(cluster: Mapping[str, Any], service: str, ns: str) -> str:
+    # `Cluster.spec.dns` (v2.1): InCluster `<svc>.<ns>` (the default), FQDN
+    # `<svc>.<ns>.svc.<clusterDomain>` (pkg/apiutil/core/v1alpha1/cluster.go ServiceHost).
+    if get_path(cluster, "spec", "dns", "mode") == "FQDN":
+        domain = get_path(cluster, "spec", "dns", "clusterDomain") or "cluster.local"
+        return f"{service}.{ns}.svc.{domain}"
+    return f"{service}.{ns}"
+
+
+def _secret_ref(obj: Mapping[str, Any], *path: str) -> str:
+    name = get_path(obj, *path, "name")
+    return str(name) if isinstance(name, str) and name else ""
+
+
+def _v2_pd(
+    cluster: Mapping[str, Any], pd_groups: Sequence[ComponentGroup], ns: str, tls: bool
+) -> tuple[str | None, str]:
+    """PD's URL and where it came from: `Cluster.status.pd`, else the PD Service the operator
+    makes (pkg/apiutil/core/v1alpha1/pd.go PDServiceURL): with the `MultiPDGroup` gate the
+    cluster's `spec.customizedPDServiceName` or `<cluster>-pd` on 2379, else the one PD
+    group's `<pdgroup>-pd` on its client port.
+    """
+    name = str(get_path(cluster, "metadata", "name") or "")
+    names = ", ".join(g.name for g in pd_groups)
+    several = f" ({len(pd_groups)} PDGroups: {names})" if len(pd_groups) > 1 else ""
+    multi = "MultiPDGroup" in _feature_gates(cluster)
+    status = get_path(cluster, "status", "pd")
+    if isinstance(status, str) and status:
+        # One PD group: nothing to add to the URL (v2.0.1's Target Event stays as it was).
+        return status, f"PD from Cluster.status.pd{several}" if several else ""
+    if not pd_groups:
+        return None, ""
+    scheme = "https" if tls else "http"
+    if multi:
+        custom = get_path(cluster, "spec", "customizedPDServiceName")
+        service = str(custom) if isinstance(custom, str) and custom else f"{name}-pd"
+        where = "spec.customizedPDServiceName" if service != f"{name}-pd" else "MultiPDGroup"
+        url = f"{scheme}://{_service_host(cluster, service, ns)}:{PD_CLIENT_PORT}"
+        return url, f"PD through the cluster's Service {service} ({where}){several}"
+    pd = pd_groups[0]
+    port = pd.client_port or PD_CLIENT_PORT
+    url = f"{scheme}://{_service_host(cluster, f'{pd.name}-pd', ns)}:{port}"
+    if several:
+        # Several PD groups without the gate is not a shape the operator makes; say which.
+        return url, f"PD through PDGroup {pd.name}'s Service {pd.name}-pd, the first{several}"
+    return url, f"PD through PDGroup {pd.name}'s Service {pd.name}-pd"
+
+
+def _v2_tls(
+    cluster: Mapping[str, Any], chosen: ComponentGroup | None, name: str, tls: bool
+) -> ClusterTls:
+    """The client Secrets: those the Cluster names (`spec.security.tls.client`, v2.1: CA and
+    cert/key pair apart), else TiDB Operator's `<cluster>-cluster-client-secret`
+    (pkg/apiutil/core/v1alpha1/cluster.go ClientCertKeyPairSecretName, ClientCASecretName).
+    MySQL: `<tidbgroup>-tidb-client-secret`, the name TiDB Operator's docs give the client
+    certificate (no object names it; the TiDBGroup's `tls.mysql.ca`/`certKeyPair` are the
+    server's Secrets).
+    """
+    client = ("spec", "security", "tls", "client")
+    pair = _secret_ref(cluster, *client, "certKeyPair")
+    ca = _secret_ref(cluster, *client, "ca")
+    secret = pair or cluster_client_secret_name(name)
+    notes = []
+    if pair:
+        notes.append(f"PD client certificate from Secret {pair} (Cluster spec.security.tls.client)")
+    if ca and ca != secret:
+        notes.append(f"PD's CA from Secret {ca} (Cluster spec.security.tls.client.ca)")
+    no_client_cert = chosen is not None and chosen.mysql_client_auth == "NoClientCert"
+    if chosen is not None and chosen.mysql_tls and no_client_cert:
+        notes.append(f"TiDBGroup {chosen.name} asks MySQL clients for no certificate "
+                     "(clientAuth: NoClientCert)")  # fmt: skip
+    return ClusterTls(
+        cluster=tls,
+        mysql=chosen is not None and chosen.mysql_tls,
+        cluster_client_secret=secret,
+        mysql_client_secret=mysql_client_secret_name(chosen.name) if chosen else "",
+        cluster_ca_secret=ca if ca and ca != secret else "",
+        notes=tuple(notes),
+    )
+
+
+# Components whose binary ships in another component's image (api/core/v1alpha1/
+# {tso,scheduling,router,resourcemanager,tikv_worker}_types.go: "Default is pingcap/pd|tikv").
+_DEFAULT_IMAGE = {"tso": "pingcap/pd", "scheduling": "pingcap/pd", "router": "pingcap/pd",
+                  "resource-manager": "pingcap/pd", "tikv-worker": "pingcap/tikv"}  # fmt: skip
+
+
 def _image(component: str, image: str | None, version: str | None) -> str:
-    # The CRD's rule: the image defaults to pingcap/<component>; a tag-less image takes the
-    # version as its tag.
-    base = image or f"pingcap/{component}"
+    # The CRD's rule: the image defaults to pingcap/<component> (or the image that ships
+    # it); a tag-less image takes the version as its tag.
+    base = image or _DEFAULT_IMAGE.get(component, f"pingcap/{component}")
     last = base.rsplit("/", 1)[-1]
     if "@" in base or ":" in last or not version:
         return base
@@ -130,10 +237,11 @@ def _v2_group(group: Mapping[str, Any], component: str) -> ComponentGroup:
     template: Mapping[str, Any] = get_path(spec, "template", "spec") or {}
     version = template.get("version")
     status: Mapping[str, Any] = group.get("status") or {}
+    mysql_tls: Mapping[str, Any] = get_path(template, "security", "tls", "mysql") or {}
     return ComponentGroup(
         component=component,
         name=str(get_path(group, "metadata", "name") or ""),
-        kind=V2_GROUP_KINDS[component],
+        kind=str(group.get("kind") or V2_GROUP_KINDS.get(component, "")),
         replicas=_int(spec.get("replicas")),
         version=str(version) if version else None,
         image=_image(component, template.get("image"), version),
@@ -143,7 +251,12 @@ def _v2_group(group: Mapping[str, Any], component: str) -> ComponentGroup:
         updated_replicas=_int(status.get("updatedReplicas")),
         status_version=status.get("version") or None,
         conditions=_conditions(group),
-        mysql_tls=get_path(template, "security", "tls", "mysql", "enabled") is True,
+        mysql_tls=mysql_tls.get("enabled") is True,
+        mysql_client_auth=str(mysql_tls.get("clientAuth") or ""),
+        standby=component == "tidb" and template.get("mode") == "StandBy",
+        max_surge=_int(spec.get("maxSurge")),
+        min_ready_seconds=_int(spec.get("minReadySeconds")),
+        status_replicas=_int(status.get("replicas")),
     )
 
 
@@ -171,25 +284,24 @@ def read_v2_cluster(
         if g_ns and ns and g_ns != ns:
             continue
         views.append(_v2_group(g, comp))
-    views.sort(key=lambda v: (DATABASE_COMPONENTS.index(v.component), v.name))
+    views.sort(key=lambda v: (component_rank(v.component), v.name))
 
     tls = get_path(cluster, "spec", "tlsCluster", "enabled") is True
-    pd_url = get_path(cluster, "status", "pd") or None
-    pd_groups = [v for v in views if v.component == "pd"]
-    if pd_url is None and pd_groups:
-        pd = pd_groups[0]
-        scheme = "https" if tls else "http"
-        pd_url = f"{scheme}://{pd.name}-pd.{ns}:{pd.client_port or PD_CLIENT_PORT}"
+    pd_url, pd_note = _v2_pd(cluster, [v for v in views if v.component == "pd"], ns, tls)
 
-    tidb_groups = [v for v in views if v.component == "tidb"]
+    tidb_groups = [v for v in views if v.component == "tidb" and not v.standby]
+    standby = [v.name for v in views if v.component == "tidb" and v.standby]
     tidb: TidbEndpoint | None = None
     if tidb_group is not None:
         chosen = next((v for v in tidb_groups if v.name == tidb_group), None)
         if chosen is None:
             have = ", ".join(v.name for v in tidb_groups) or "none"
+            what = "TiDBGroups"
+            if tidb_group in standby:
+                what = f"serving TiDBGroups; {tidb_group} is StandBy and serves no clients"
             raise SpecError(
                 "cluster.tidbGroup",
-                f"Cluster {ns}/{name} has no TiDBGroup {tidb_group!r} (its TiDBGroups: {have})",
+                f"Cluster {ns}/{name} has no TiDBGroup {tidb_group!r} (its {what}: {have})",
                 "name one of them, or leave tidbGroup unset when there is one",
             )
         note = f"TiDBGroup {chosen.name} (named in spec.cluster.tidbGroup)"
@@ -206,6 +318,8 @@ def read_v2_cluster(
     else:
         chosen = None
     if chosen is not None:
+        if standby:
+            note += f"; StandBy, not counted: {', '.join(standby)}"
         tidb = TidbEndpoint(
             host=f"{chosen.name}-tidb.{ns}",
             port=chosen.client_port or TIDB_CLIENT_PORT,
@@ -220,12 +334,8 @@ def read_v2_cluster(
         pd_url=str(pd_url) if pd_url else None,
         tidb=tidb,
         conditions=_conditions(cluster),
-        tls=ClusterTls(
-            cluster=tls,
-            mysql=chosen is not None and chosen.mysql_tls,
-            cluster_client_secret=cluster_client_secret_name(name),
-            mysql_client_secret=mysql_client_secret_name(chosen.name) if chosen else "",
-        ),
+        pd_note=pd_note,
+        tls=_v2_tls(cluster, chosen, name, tls),
         source=cluster,
     )
 

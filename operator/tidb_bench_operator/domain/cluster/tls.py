@@ -45,6 +45,8 @@ class TlsSecrets:
 
     pd: str | None = None
     mysql: str | None = None
+    #: PD's CA Secret when the cluster keeps it apart from `pd` (TiDB Operator v2.1).
+    pd_ca: str | None = None
     #: Differences between the cluster object and the spec worth telling the user.
     notes: tuple[str, ...] = ()
 
@@ -95,7 +97,12 @@ def resolve_tls(spec: BenchmarkRunSpec, view: ClusterView | None) -> TlsSecrets:
         view,
     )
     notes = tuple(n for n in (pd_note, mysql_note) if n)
-    return TlsSecrets(pd=pd, mysql=mysql, notes=notes)
+    # The cluster's own CA Secret goes with the cluster's cert/key pair only: a Secret the
+    # spec names is a whole client Secret.
+    pd_ca = None
+    if pd is not None and tls is not None and spec.tls.cluster.secret_ref is None:
+        pd_ca = tls.cluster_ca_secret or None
+    return TlsSecrets(pd=pd, mysql=mysql, pd_ca=pd_ca, notes=notes)
 
 
 def pd_url_with_tls(url: str | None, tls: bool) -> str | None:

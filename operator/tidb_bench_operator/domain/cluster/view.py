@@ -27,13 +27,37 @@ V1_API_GROUP = "pingcap.com"
 V2_API_GROUP = "core.pingcap.com"
 API_VERSION = "v1alpha1"
 
-# The components a benchmark client must not share a node with, in display order.
+# The components a benchmark client must not share a node with, in display order. v1 keeps
+# exactly these (its selector `app.kubernetes.io/component in (pd,tikv,tidb)` is the contract;
+# v1 also labels non-database pods such as `discovery`); v2 counts every pod the operator
+# labels with a component, whatever its value, so kinds added after this list (tikv-worker,
+# router, …) are included by label.
 DATABASE_COMPONENTS = ("pd", "tikv", "tidb")
-DISPLAY = {"pd": "PD", "tikv": "TiKV", "tidb": "TiDB", "tiflash": "TiFlash"}
+DISPLAY = {"pd": "PD", "tikv": "TiKV", "tidb": "TiDB", "tiflash": "TiFlash",
+           "tikv-worker": "TiKVWorker", "ticdc": "TiCDC", "tiproxy": "TiProxy", "tso": "TSO",
+           "scheduling": "Scheduling", "router": "Router",
+           "resource-manager": "ResourceManager"}  # fmt: skip
 
-# v2 group kinds, their plural resource names and the component each one runs.
-V2_GROUP_KINDS = {"pd": "PDGroup", "tikv": "TiKVGroup", "tidb": "TiDBGroup"}
-V2_GROUP_PLURALS = {"pd": "pdgroups", "tikv": "tikvgroups", "tidb": "tidbgroups"}
+# v2 group kinds and their plural resource names, by the component each one runs
+# (`pingcap.com/component`, api/meta/v1alpha1/types.go); a group of any other kind found by
+# API discovery is read as well, its component from its label or its kind.
+V2_GROUP_KINDS = {"pd": "PDGroup", "tikv": "TiKVGroup", "tidb": "TiDBGroup",
+                  "tiflash": "TiFlashGroup", "ticdc": "TiCDCGroup", "tiproxy": "TiProxyGroup",
+                  "tikv-worker": "TiKVWorkerGroup", "tso": "TSOGroup",
+                  "scheduling": "SchedulingGroup", "router": "RouterGroup",
+                  "resource-manager": "ResourceManagerGroup"}  # fmt: skip
+V2_GROUP_PLURALS = {c: k.lower() + "s" for c, k in V2_GROUP_KINDS.items()}
+#: Display order of components; others follow by name.
+COMPONENT_ORDER = ("pd", "tso", "scheduling", "router", "resource-manager", "tikv",
+                   "tikv-worker", "tiflash", "tidb", "tiproxy", "ticdc")  # fmt: skip
+
+
+def component_rank(component: str) -> tuple[int, str]:
+    """Sort key: known components in COMPONENT_ORDER, then any other by name."""
+    if component in COMPONENT_ORDER:
+        return COMPONENT_ORDER.index(component), ""
+    return len(COMPONENT_ORDER), component
+
 
 # Default client ports (v1 and v2 alike): PD 2379, TiDB's MySQL protocol 4000.
 PD_CLIENT_PORT = 2379
@@ -63,28 +87,39 @@ def labels_of(kind: str) -> PodLabels:
 
 
 def database_pod_selector(kind: str, name: str | None, component: str | None = None) -> str:
-    """A label selector for the cluster's pd/tikv/tidb pods (one component if given).
+    """A label selector for the cluster's database pods (one component if given).
 
-    With no cluster name: every pd/tikv/tidb pod that generation labels, whatever the cluster.
+    v1: pd/tikv/tidb (`app.kubernetes.io/component in (pd,tikv,tidb)`); v2: every pod with a
+    `pingcap.com/component` label, whatever the component. With no cluster name: every such
+    pod that generation labels, whatever the cluster.
     """
     labels = labels_of(kind)
     parts = [] if name is None else [f"{labels.cluster}={name}"]
     if component is not None:
         parts.append(f"{labels.component}={component}")
+    elif kind == V2_KIND:
+        parts.append(labels.component)
     else:
         parts.append(f"{labels.component} in ({','.join(DATABASE_COMPONENTS)})")
     return ",".join(parts)
 
 
 def anti_affinity_selector(kind: str, name: str) -> dict[str, Any]:
-    """labelSelector of an anti-affinity term matching the cluster's pd/tikv/tidb pods."""
+    """labelSelector of an anti-affinity term matching the cluster's database pods."""
     labels = labels_of(kind)
-    return {
-        "matchLabels": {labels.cluster: name},
-        "matchExpressions": [
-            {"key": labels.component, "operator": "In", "values": list(DATABASE_COMPONENTS)}
-        ],
-    }
+    expression: dict[str, Any] = (
+        {"key": labels.component, "operator": "Exists"}
+        if kind == V2_KIND
+        else {"key": labels.component, "operator": "In", "values": list(DATABASE_COMPONENTS)}
+    )
+    return {"matchLabels": {labels.cluster: name}, "matchExpressions": [expression]}
+
+
+def is_database_component(kind: str, component: str | None) -> bool:
+    """True for a component label value the benchmark keeps clear of (see DATABASE_COMPONENTS)."""
+    if kind == V2_KIND:
+        return bool(component)
+    return component in DATABASE_COMPONENTS
 
 
 # ---------------------------------------------------------------------------
@@ -146,6 +181,17 @@ class ComponentGroup:
     conditions: tuple[Condition, ...] = ()
     #: v2 TiDBGroup: `spec.template.spec.security.tls.mysql.enabled`.
     mysql_tls: bool = False
+    #: v2.1 TiDBGroup: `spec.template.spec.security.tls.mysql.clientAuth` (`NoClientCert`:
+    #: TiDB asks for no client certificate); empty when unset.
+    mysql_client_auth: str = ""
+    #: v2.1 TiDBGroup `spec.template.spec.mode: StandBy`: instances that do not serve.
+    standby: bool = False
+    #: v2.1 groups: `spec.maxSurge` (TiDBGroup, default 1) and `spec.minReadySeconds`.
+    max_surge: int | None = None
+    min_ready_seconds: int | None = None
+    #: `status.replicas`: the instances the group has now (above `replicas` while a surge
+    #: instance of a rolling restart exists).
+    status_replicas: int | None = None
 
     def condition(self, type_: str) -> Condition | None:
         """The group's condition of that type, if it reports one."""
@@ -169,6 +215,11 @@ class ClusterTls:
     mysql: bool = False
     cluster_client_secret: str = ""
     mysql_client_secret: str = ""
+    #: v2.1: the Secret with PD's CA (`ca.crt`) when the cluster names one apart from the
+    #: cert/key pair (`Cluster.spec.security.tls.client.ca`); empty: the same Secret.
+    cluster_ca_secret: str = ""
+    #: Where the names came from, for the run's Target Event.
+    notes: tuple[str, ...] = ()
 
 
 def cluster_client_secret_name(cluster: str) -> str:
@@ -204,8 +255,11 @@ class ClusterView:
     groups: tuple[ComponentGroup, ...]
     pd_url: str | None
     tidb: TidbEndpoint | None
-    # v2 Cluster conditions (Available, Progressing, Suspended); v1 keeps none here.
+    # v2 Cluster conditions (Available, Progressing, Suspended; Ready, Synced on main); v1
+    # keeps none here.
     conditions: tuple[Condition, ...] = ()
+    #: Where `pd_url` came from (the Cluster's status, its PD Service, several PD groups).
+    pd_note: str = ""
     tls: ClusterTls = field(default_factory=ClusterTls)
     # The TidbCluster object (v1): its topologySpreadConstraints are judged as they are.
     source: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -221,14 +275,14 @@ class ClusterView:
         return f"{self.kind} {self.namespace}/{self.name}"
 
     def database_pods(self, pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-        """The pods that are this cluster's live pd/tikv/tidb pods."""
+        """The pods that are this cluster's live database pods (see DATABASE_COMPONENTS)."""
         keys = self.labels
         out = []
         for pod in pods:
             labels = metadata_labels(pod)
             if labels.get(keys.cluster) != self.name:
                 continue
-            if labels.get(keys.component) not in DATABASE_COMPONENTS:
+            if not is_database_component(self.kind, labels.get(keys.component)):
                 continue
             ns = get_path(pod, "metadata", "namespace")
             if ns and ns != self.namespace:
@@ -271,8 +325,12 @@ class ClusterView:
         return {self._key(g): g.image for g in self.groups if g.image}
 
     def replicas(self) -> dict[str, int]:
-        """Desired replicas, keyed like `images()`."""
-        return {self._key(g): g.replicas for g in self.groups if g.replicas is not None}
+        """Desired serving replicas, keyed like `images()` (StandBy TiDB groups left out)."""
+        return {
+            self._key(g): g.replicas
+            for g in self.groups
+            if g.replicas is not None and not g.standby
+        }
 
     def versions(self) -> dict[str, str]:
         """Desired version, keyed like `images()`."""
@@ -281,6 +339,17 @@ class ClusterView:
     def condition(self, type_: str) -> Condition | None:
         """The Cluster's condition of that type (v2), if present."""
         return next((c for c in self.conditions if c.type == type_), None)
+
+    def aggregated_unsettled(self) -> list[str]:
+        """The Cluster's aggregated `Ready`/`Synced` conditions when not True (main's
+        `pkg/controllers/cluster/tasks/status.go`); empty where the Cluster has none."""
+        out = []
+        for type_ in ("Synced", "Ready"):
+            c = self.condition(type_)
+            if c is not None and c.status != "True":
+                detail = f": {c.message}" if c.message else ""
+                out.append(f"Cluster {type_}: {type_}={c.status} ({c.reason}){detail}")
+        return out
 
     @property
     def progressing(self) -> Condition | None:
@@ -293,7 +362,12 @@ class ClusterView:
         return self.condition("Progressing")
 
     def unsettled_groups(self) -> list[str]:
-        """Groups in a rollout or scale: not Synced, or fewer updated/ready than desired."""
+        """Groups in a rollout or scale: not Synced, fewer updated/ready than desired, or more
+        instances than desired (a `maxSurge` instance of a rolling restart).
+
+        Each entry is `<Kind> <group>: <why>`; the part before `: ` names the group, so a
+        rollout whose counts move during a step is still the one rollout (domain/guard.py).
+        """
         out = []
         for g in self.groups:
             synced = g.condition("Synced")
@@ -307,6 +381,9 @@ class ClusterView:
                     why.append(f"{g.updated_replicas}/{g.replicas} updated")
                 if g.ready_replicas is not None and g.ready_replicas < g.replicas:
                     why.append(f"{g.ready_replicas}/{g.replicas} ready")
+                if g.status_replicas is not None and g.status_replicas > g.replicas:
+                    surge = f"maxSurge {g.max_surge}" if g.max_surge is not None else "surge"
+                    why.append(f"{g.status_replicas} instances for {g.replicas} replicas ({surge})")
             if why:
                 out.append(f"{g.kind} {g.name}: {', '.join(why)}")
         return out

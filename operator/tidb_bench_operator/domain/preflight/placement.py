@@ -86,13 +86,21 @@ def component_of(labels: Mapping[str, str]) -> str | None:
     return labels.get(COMPONENT_LABEL) or labels.get(_V2_COMPONENT_LABEL)
 
 
+def _is_database_pod(labels: Mapping[str, str]) -> bool:
+    # v1: pd/tikv/tidb only (its selector is fixed, and it labels non-database pods such as
+    # `discovery` too); v2: any component TiDB Operator labels, kinds added later included.
+    return labels.get(COMPONENT_LABEL) in DATABASE_COMPONENTS or bool(
+        labels.get(_V2_COMPONENT_LABEL)
+    )
+
+
 def database_pods(
     pods: Sequence[Mapping[str, Any]], cluster_name: str | None, namespace: str | None = None
 ) -> list[Mapping[str, Any]]:
     result = []
     for pod in pods:
         labels = metadata_labels(pod)
-        if component_of(labels) not in DATABASE_COMPONENTS:
+        if not _is_database_pod(labels):
             continue
         if cluster_name is not None and cluster_name not in (
             labels.get(_INSTANCE_LABEL),

@@ -153,7 +153,15 @@ def resolve_target(ctx: RunContext) -> tuple[str, str] | None:
         tls = resolve_tls(spec, view)
     except SpecError as exc:
         return ("InvalidSpec", str(exc))
-    for side, secret in (("cluster", tls.pd), ("mysql", tls.mysql)):
+    checked: list[tuple[str, str | None, set[str]]] = [
+        ("cluster", tls.pd, set()),
+        ("mysql", tls.mysql, set()),
+    ]
+    if tls.pd_ca is not None:
+        # v2.1's CA apart: ca.crt from that Secret, the pair from the other.
+        checked = [("cluster", tls.pd, {"ca.crt"}), ("cluster", tls.pd_ca, {"tls.crt", "tls.key"}),
+                   ("mysql", tls.mysql, set())]  # fmt: skip
+    for side, secret, elsewhere in checked:
         if secret is None:
             continue
         try:
@@ -163,7 +171,7 @@ def resolve_target(ctx: RunContext) -> tuple[str, str] | None:
         if keys is None:
             ns = endpoint.cluster_namespace
             return ("SecretNotFound", secret_not_found(side, spec, run.namespace, secret, ns))
-        problem = secret_keys_missing(side, spec, run.namespace, secret, keys)
+        problem = secret_keys_missing(side, spec, run.namespace, secret, keys | elsewhere)
         if problem is not None:
             return ("SecretKeyMissing", problem)
     endpoint = replace(
@@ -171,24 +179,32 @@ def resolve_target(ctx: RunContext) -> tuple[str, str] | None:
         pd_url=pd_url_with_tls(endpoint.pd_url, tls.pd is not None),
         pd_tls_secret=tls.pd,
         mysql_tls_secret=tls.mysql,
+        pd_tls_ca_secret=tls.pd_ca,
     )
     if ctx.st.endpoint is None and (tls.pd or tls.mysql or tls.notes):
         used = [
-            f"PD over HTTPS with the client certificate of Secret {tls.pd}" if tls.pd else "",
+            f"PD over HTTPS with the client certificate of Secret {tls.pd}"
+            + (f" and the CA of Secret {tls.pd_ca}" if tls.pd_ca else "")
+            if tls.pd
+            else "",
             f"MySQL over TLS with the client certificate of Secret {tls.mysql}"
             if tls.mysql
             else "",
             *tls.notes,
+            # Where the cluster's Secret names came from (v2.1 names them on the Cluster).
+            *(view.tls.notes if view is not None else ()),
         ]
         ctx.event("Normal" if not tls.notes else "Warning", "TLS", "; ".join(u for u in used if u))
     # v2 only: which TiDBGroup and PD URL a Cluster resolved to is worth an Event (v1's
     # addresses follow from the name alone).
     if view is not None and view.kind == V2_KIND and ctx.st.endpoint is None:
         tidb = view.tidb.note if view.tidb is not None and endpoint.tidb_group else "spec.target"
+        from_target = spec.target is not None and spec.target.pd_url
+        pd_from = "spec.target.pdURL" if from_target else view.pd_note
         ctx.event(
             "Normal", "Target",
             f"{view.where}: TiDB at {endpoint.host}:{endpoint.port} ({tidb}), PD at "
-            f"{endpoint.pd_url or 'none'}",
+            f"{endpoint.pd_url or 'none'}" + (f" ({pd_from})" if pd_from else ""),
         )  # fmt: skip
     ctx.st.endpoint = resolved_endpoint(endpoint)
     ctx.endpoint = endpoint

@@ -64,7 +64,9 @@ def pd_client(
     tls = None
     if endpoint.pd_tls_secret is not None and endpoint.pd_url is not None:
         try:
-            tls = context_from_secret(kube.secret_value, namespace, endpoint.pd_tls_secret)
+            tls = context_from_secret(
+                kube.secret_value, namespace, endpoint.pd_tls_secret, endpoint.pd_tls_ca_secret
+            )
         except TLSConfigError as exc:
             return UnavailablePDClient(str(exc), f"PD HTTP {endpoint.pd_url}")
     return make_pd_client(

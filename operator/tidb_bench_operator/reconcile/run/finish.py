@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from tidb_bench_operator.domain.api.common import RunPhase
 from tidb_bench_operator.domain.api.run_status import Environment
+from tidb_bench_operator.domain.cluster.view import V2_KIND, labels_of
 from tidb_bench_operator.domain.fingerprint import (
     INSTANCE_LABEL,
     Fingerprint,
@@ -64,8 +65,13 @@ def fingerprint(ctx: RunContext, env: Environment) -> Fingerprint:
     found = facts(ctx.spec, ctx.run.namespace, ep) if facts is not None else Fingerprint()
     digests: dict[str, str] = {}
     if ep.cluster_name is not None:
-        pods = ctx.kube.pods(ep.cluster_namespace, f"{INSTANCE_LABEL}={ep.cluster_name}")
-        digests = image_digests(pods)
+        if ep.cluster_kind == V2_KIND:
+            keys = labels_of(V2_KIND)
+            pods = ctx.kube.pods(ep.cluster_namespace, f"{keys.cluster}={ep.cluster_name}")
+            digests = image_digests(pods, keys.component, any_component=True)
+        else:
+            pods = ctx.kube.pods(ep.cluster_namespace, f"{INSTANCE_LABEL}={ep.cluster_name}")
+            digests = image_digests(pods)
     return found.model_copy(
         update={
             "images": dict(env.images),

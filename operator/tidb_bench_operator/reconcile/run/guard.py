@@ -23,6 +23,7 @@ from tidb_bench_operator.domain.guard import (
     pd_disturbances,
     pd_entries,
     pod_entries,
+    rollout_baseline,
     rollout_signals,
     summary,
 )
@@ -84,7 +85,7 @@ def _cluster(
     except TidbBenchError:
         return None  # gone or unreadable: the pods below would say little either
     pods = ctx.kube.pods(ep.cluster_namespace, database_pod_selector(view.kind, view.name))
-    phases, spec_digest, unsettled = rollout_signals(view)
+    phases, spec_digest, unsettled = rollout_signals(view, pods, ctx.now)
     return pod_entries(view, pods), phases, spec_digest, unsettled
 
 
@@ -104,6 +105,7 @@ def watch(ctx: RunContext, step: StepStatus, client_pods: list[JSON]) -> bool:
         found += kube_disturbances(
             look, pods, phases, spec_digest, unsettled, cluster=name, at=ctx.now
         )
+        look.pods = rollout_baseline(look.pods, pods, unsettled)
     found += client_disturbances(client_pods, at=ctx.now)
     found += _poll_pd(ctx, step, look)
     return record(ctx, step, found)

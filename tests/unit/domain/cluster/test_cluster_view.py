@@ -126,7 +126,7 @@ def test_groups_of_another_cluster_or_kind_are_ignored_and_an_explicit_image_kee
     groups[2]["spec"]["template"]["spec"]["image"] = "registry.local/tidb:v8.5.2-hotfix"
     groups[1]["spec"]["template"]["spec"]["image"] = "registry.local/tikv"
     unknown = {
-        "kind": "TiFlashGroup",
+        "kind": "Backup",  # not a group: TiFlashGroups are read (test_v21_cluster_view.py)
         "metadata": {"name": "tf"},
         "spec": {"cluster": {"name": "basic"}},
     }
@@ -225,19 +225,18 @@ def test_selectors_and_anti_affinity_use_each_generations_labels() -> None:
     assert database_pod_selector("Cluster", "basic", "pd") == (
         "pingcap.com/cluster=basic,pingcap.com/component=pd"
     )
-    assert database_pod_selector("Cluster", None) == "pingcap.com/component in (pd,tikv,tidb)"
+    # v2: every component the operator labels (issue 29); v1 keeps pd/tikv/tidb.
+    assert database_pod_selector("Cluster", None) == "pingcap.com/component"
     assert anti_affinity_selector("Cluster", "basic") == {
         "matchLabels": {"pingcap.com/cluster": "basic"},
-        "matchExpressions": [
-            {"key": "pingcap.com/component", "operator": "In", "values": ["pd", "tikv", "tidb"]}
-        ],
+        "matchExpressions": [{"key": "pingcap.com/component", "operator": "Exists"}],
     }
     assert anti_affinity_selector("TidbCluster", "basic")["matchLabels"] == {
         "app.kubernetes.io/instance": "basic"
     }
 
 
-def test_database_pods_are_the_clusters_live_pd_tikv_tidb_pods_only() -> None:
+def test_database_pods_are_the_clusters_live_component_pods_only() -> None:
     cluster, groups = example("basic")
     view = read_v2_cluster(cluster, groups)
     done = v2_pod("old", "basic", "tikv", "tikv", "n-a")
@@ -248,7 +247,7 @@ def test_database_pods_are_the_clusters_live_pd_tikv_tidb_pods_only() -> None:
         v2_pod("ticdc-1", "basic", "ticdc", "ticdc", "n-a"),
         done,
     ]
-    assert [p["metadata"]["name"] for p in view.database_pods(pods)] == ["tikv-1"]
+    assert [p["metadata"]["name"] for p in view.database_pods(pods)] == ["tikv-1", "ticdc-1"]
 
 
 # ---------------------------------------------------------------------- choose_kind
