@@ -23,12 +23,11 @@ import pytest
 from kubernetes import client
 
 from e2e.conftest import SESSION, Controller
-from e2e.test_guard import wait_step_running
 from e2e.test_v2_cluster import checks_of, v2_example_run
 from testbed.cluster import Testbed
 from testbed.fake_pd import FakePD
 from testbed.kube import wait_for
-from testbed.runs import create_run, jobs_of, run_events, wait_run
+from testbed.runs import create_run, get_run, jobs_of, run_events, wait_run
 from testbed.service_routes import route_service, shim_env
 from testbed.v2cluster import (
     GROUP,
@@ -98,6 +97,17 @@ def ns(
 def pd() -> Iterator[FakePD]:
     with FakePD() as fake:
         yield fake
+
+
+def wait_step_running(api: client.ApiClient, namespace: str, name: str, index: int) -> None:
+    """Until step `index` (from 0) of the run has its pods started (a second into the step)."""
+
+    def running() -> bool:
+        steps = (get_run(api, namespace, name).get("status") or {}).get("steps") or []
+        return len(steps) > index and steps[index].get("phase") == "Running"
+
+    wait_for(running, 300, f"step {index + 1} of {name} running", interval=0.2)
+    time.sleep(1.0)
 
 
 def standin(**more: StandinGroup) -> dict[str, StandinGroup]:
