@@ -87,7 +87,10 @@ def test_a_controller_started_with_its_crds_waits_for_discovery_then_serves_runs
                 "workloads": ["oltp_point_select"], "threads": [1],
             },
         })  # fmt: skip
-        run = wait_run(api, NS, "first", timeout=60)
+        try:
+            run = wait_run(api, NS, "first", timeout=120)
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc}\ncontroller log:\n{log.read_text()[-6000:]}") from exc
         reasons = [c.get("reason") for c in run["status"].get("conditions", [])]
         assert run["status"]["phase"] == "Failed"
         assert "SecretNotFound" in reasons, run["status"]
