@@ -51,7 +51,7 @@ unit: venv
 	$(BIN)/pytest tests/unit -q
 
 e2e: venv deps k8s
-	$(BIN)/pytest tests/e2e -q -p no:cacheprovider
+	$(BIN)/pytest tests/e2e -q -p no:cacheprovider --durations=15
 
 crds: venv
 	$(BIN)/python -m tidb_bench_operator.domain.crdgen crds/
