@@ -53,6 +53,16 @@ def point_select(old: str = "", new: str = "") -> str:
         ("max:                                   25.17", "max: " + "9" * 400, "latency_max_ms"),
         ("95th percentile", "1000th percentile", "1000th percentile does not exist"),
         ("total number of events:              769714", "total number of events: lots", "lots"),
+        # Characters str.isdigit() accepts and int() refuses, and counts no uint64 holds.
+        ("total number of events:              769714", "total number of events: 7²", "'7²'"),
+        ("total number of events:              769714", "total number of events: ١٢", "'١٢'"),
+        (
+            "total number of events:              769714",
+            "total number of events: " + "9" * 5000,
+            "not a count",
+        ),
+        ("queries:                             769714", "queries: " + "9" * 400, "queries"),
+        ("max:                                   25.17", "max: 1" + "0" * 30, "latency_max_ms"),
     ],
 )
 def test_a_report_value_that_is_not_a_finite_non_negative_number_is_refused_by_line_and_field(
@@ -179,6 +189,11 @@ def up_store(sid: object, **status: object) -> dict[str, object]:
         ('{"stores": [{"store": {"id": 1, "state_name": 7}}]}', "state_name: 7 is not a string"),
         ('{"stores": [], "x": NaN}', "NaN"),
         ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        # Magnitudes no PD sends: past Python's own 4,300-digit limit, past a float, past 2^64.
+        (stores_body(up_store(1)).replace('"id": 1', '"id": ' + "9" * 5000), "5,000 digits"),
+        (stores_body(up_store(1, leader_size=10**400)), "401 digits"),
+        (stores_body(up_store(1)).replace('"id": 1', '"id": 1e999'), "1e999"),
+        (stores_body(up_store(1)).replace('"id": 1', '"id": 1e300'), "1e300"),
     ],
 )
 def test_a_store_value_of_the_wrong_type_or_range_is_refused_naming_field_and_value(

@@ -87,6 +87,8 @@ def loads(text: str, what: str) -> Any:
     """
     try:
         value = _DECODER.decode(text)
+    except ParseError as exc:  # a number refused by _bounded_int/_bounded_float
+        raise ParseError(f"{what}: {exc}") from None
     except RecursionError:
         value = None
         deep = True
@@ -121,9 +123,42 @@ def _refuse_constant(name: str) -> Any:
     raise ParseError(f"JSON holds {name}, which is not a number JSON allows")
 
 
+#: Largest integer read: PD's counters and sizes are uint64 (20 digits at most).
+MAX_UINT64 = 2**64 - 1
+#: Largest magnitude of a JSON float read: beyond it no counter, size or rate is real, and
+#: arithmetic on such values overflows to infinity.
+MAX_FLOAT = float(MAX_UINT64)
+
+
+def _bounded_int(text: str) -> int:
+    """A JSON integer literal, refused past 20 digits (Python's own limit is a ValueError
+    at 4,300 digits; a 400-digit size overflows every float computed from it)."""
+    digits = len(text.lstrip("-"))
+    if digits > 20:
+        raise ParseError(
+            f"JSON holds an integer of {digits:,} digits; PD's numbers are 64-bit (at most 20)"
+        )
+    return int(text)
+
+
+def _bounded_float(text: str) -> float:
+    value = float(text)
+    if not abs(value) <= MAX_FLOAT:
+        raise ParseError(
+            f"JSON holds the number {text[:40]}{'...' if len(text) > 40 else ''}, beyond any "
+            "64-bit counter or size PD reports"
+        )
+    return value
+
+
 # One decoder for every call (building one per call is a third of the cost of trying
 # thousands of small spans). Raw control characters inside strings are accepted.
-_DECODER = json.JSONDecoder(strict=False, parse_constant=_refuse_constant)
+_DECODER = json.JSONDecoder(
+    strict=False,
+    parse_constant=_refuse_constant,
+    parse_int=_bounded_int,
+    parse_float=_bounded_float,
+)
 
 
 def _spans(text: str) -> list[tuple[int, int, int]]:

@@ -103,13 +103,27 @@ _INFORMATIONAL = frozenset(
 )
 
 
+#: sysbench's counters are uint64 (`%llu`); no rate, time or latency it prints is larger.
+MAX_COUNT = 2**64 - 1
+MAX_NUMBER = float(MAX_COUNT)
+
+
 def _number(text: str) -> float | None:
-    """A finite, non-negative number, or None (nan, inf, negative, or too large for a float)."""
+    """A finite, non-negative number up to MAX_NUMBER, or None (nan, inf, negative, larger)."""
     try:
         value = float(text)
     except ValueError:
         return None
-    return value if math.isfinite(value) and value >= 0 else None
+    return value if math.isfinite(value) and 0 <= value <= MAX_NUMBER else None
+
+
+def _count(text: str) -> int | None:
+    """A count as sysbench prints it (`%llu`: ASCII digits, at most 20), or None: isdigit()
+    alone accepts `²`, which int() refuses; a count of 400 digits overflows every rate."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 20:
+        return None
+    value = int(text)
+    return value if value <= MAX_COUNT else None
 
 
 def _latency_or_none(events_per_sec: float, percentile: int, printed: float) -> float | None:
@@ -346,9 +360,17 @@ class _Parser:
         if not _INTERVAL_OTHER_RE.match(line):
             self._keep(self.warnings, f"unrecognised line: {line.strip()[:200]}")
 
-    def _store(self, key: str, text: str, *, integer: bool = False) -> None:
+    def _store(self, key: str, text: str, *, integer: bool = False, label: str = "") -> None:
         if integer:
-            self.summary[key] = int(text)
+            count = _count(text)
+            if count is None:
+                self._keep(
+                    self.problems,
+                    f"line {self.line_no}: {label or key} {text.strip()[:40]!r} is not a count "
+                    "(sysbench prints ASCII digits, a 64-bit value)",
+                )
+                return
+            self.summary[key] = count
             return
         value = _number(text)
         if value is None:
@@ -380,13 +402,7 @@ class _Parser:
             self.summary["percentile"] = 0
             return
         if key in _SUMMARY_INTS:
-            if rest.isdigit():
-                self._store(_SUMMARY_INTS[key], rest, integer=True)
-            else:
-                self._keep(
-                    self.problems,
-                    f"line {self.line_no}: {key} {rest[:40]!r} is not a count",
-                )
+            self._store(_SUMMARY_INTS[key], rest, integer=True, label=key)
         elif key in _SUMMARY_FLOATS:
             self._store(_SUMMARY_FLOATS[key], rest)
         elif key in ("total time", "time elapsed"):
@@ -399,7 +415,7 @@ class _Parser:
             match = _COUNT_RATE_RE.match(rest)
             count_key, rate_key = _COUNT_RATES[key]
             if match:
-                self._store(count_key, match.group(1), integer=True)
+                self._store(count_key, match.group(1), integer=True, label=key)
                 self._store(rate_key, match.group(2))
             else:
                 self._problem(key, rest)
