@@ -22,7 +22,9 @@ from tidb_bench_operator.reconcile.run.dataset import dataset_job
 
 
 def finish(ctx: RunContext) -> None:
-    """All steps are done: the optional cleanup Job, then the summary, then Succeeded."""
+    """All steps are done: the optional cleanup Job, then the summary, then Succeeded; or,
+    when no step is valid, Failed with reason NoValidStep (the night measured nothing usable,
+    and the failed-run alerts must say so)."""
     spec, run, st = ctx.spec, ctx.run, ctx.st
     if spec.dataset.cleanup and dataset_job(ctx, "cleanup", "dataset cleanup") is None:
         return
@@ -53,6 +55,13 @@ def finish(ctx: RunContext) -> None:
     st.finished_at = ctx.now
     headline = (st.summary.headline if st.summary else None) or "no valid step"
     ctx.condition("Progressing", "False", "Complete", "all steps done")
+    if st.steps and not valid:
+        ctx.fail(
+            "NoValidStep",
+            f"none of the {len(st.steps)} step(s) is valid: each was disturbed, started late or "
+            f"could not be judged (see each step's disturbances and notes). {headline}",
+        )
+        return
     ctx.condition("Complete", "True", "Succeeded", headline)
     st.message = headline
     ctx.enter(RunPhase.SUCCEEDED, headline)

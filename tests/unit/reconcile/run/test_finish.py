@@ -5,8 +5,13 @@ Driven through an in-memory Kubernetes and a fake clock (support.Bed).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tidb_bench_operator.adapters.metrics import Metrics
 from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 from tidb_bench_operator.domain.fingerprint import Fingerprint, server_fingerprint
 from tidb_bench_operator.domain.manifests import Endpoint
@@ -54,15 +59,48 @@ def test_a_run_with_dataset_cleanup_runs_the_cleanup_job_before_it_succeeds() ->
     assert bed.status["phase"] == "Succeeded"
 
 
-def test_a_run_whose_every_step_is_invalid_shows_the_invalid_peak_and_recommends_nothing() -> None:
+def test_a_run_whose_every_step_is_invalid_fails_no_valid_step_shows_the_peak_and_recommends_nothing() -> (
+    None
+):
     bed = Bed(run_spec(threads=[8]))
     bed.to_running()
     bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 9000.0, 2.0, late=True, late_seconds=9))
     bed.reconcile()
-    assert bed.status["phase"] == "Succeeded"
+    # Failed, so the failed-run alerts fire for a night that measured nothing usable.
+    assert bed.status["phase"] == "Failed"
+    failed = next(c for c in bed.status["conditions"] if c["type"] == "Failed")
+    assert failed["status"] == "True" and failed["reason"] == "NoValidStep"
+    assert bed.status["message"].startswith("none of the 1 step(s) is valid")
+    assert "EVERY STEP INVALID" in bed.status["message"]
     summary = bed.status["summary"]
     assert summary["peakQps"] == 9000.0 and "recommendedThreads" not in summary
-    assert bed.status["message"].startswith("EVERY STEP INVALID")
+    assert bed.status["invalidSteps"] == 1
+    assert bed.status["steps"][0]["qps"] == 9000.0, "the measured step stays in status"
+    assert bed.status["resultsConfigMap"] == "sweep-results"
+    assert bed.kube.job_names(NS) == [], "a Failed run's Jobs are deleted, as for any failure"
+    # What the failed-run alerts count: the run, seen finishing, has the outcome Failed.
+    metrics = Metrics()
+    running = copy.deepcopy(bed.body)
+    running["status"] = {**running["status"], "phase": "Running"}
+    metrics.observe_run(running)
+    metrics.observe_run(bed.body)
+    counted = {
+        s.labels["outcome"]: s.value
+        for family in text_string_to_metric_families(generate_latest(metrics.registry).decode())
+        for s in family.samples
+        if s.name == "tidb_bench_runs_finished_total"
+    }
+    assert counted == {"Failed": 1.0}
+
+
+def test_a_run_with_one_valid_step_among_invalid_ones_succeeds() -> None:
+    bed = Bed(run_spec(threads=[8, 16]))
+    bed.to_running()
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 9000.0, 2.0, late=True, late_seconds=9))
+    bed.reconcile()
+    bed.kube.finish_job(NS, "sweep-s1-c0", result_doc(16, 12000.0, 2.0))
+    bed.reconcile()
+    assert bed.status["phase"] == "Succeeded"
     assert bed.status["invalidSteps"] == 1
 
 
