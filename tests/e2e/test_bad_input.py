@@ -117,6 +117,8 @@ SEMANTIC_CASES: list[tuple[str, dict[str, Any], str, str]] = [
      {"placement": {"nodeSelector": {"tidbbench.io/bench-node": "nowhere"}}}, "NoBenchNode",
      "spec.placement.nodeSelector {tidbbench.io/bench-node=nowhere} matches no node; label the "
      "dedicated benchmark node: kubectl label node <node> tidbbench.io/bench-node=nowhere"),
+    ("too-few-bench-nodes", {"clients": 5}, "TooFewBenchNodes",
+     "spec.clients: 5 clients, 1 eligible benchmark node(s) (node1)"),
 ]  # fmt: skip
 
 

@@ -1,8 +1,9 @@
 """Pending: check what the schema cannot, and wait for the cluster to be free.
 
-A run is admitted when its Secret has the keys it names, a benchmark node exists, the
-runner's ServiceAccount can be made, and it is its turn in its cluster's queue (one run at
-a time per cluster: concurrent runs falsify each other; domain/queue.py states the order).
+A run is admitted when its Secret has the keys it names, a benchmark node exists for each
+client, the runner's ServiceAccount can be made, and it is its turn in its cluster's queue
+(one run at a time per cluster: concurrent runs falsify each other; domain/queue.py states
+the order).
 The turn comes from the controller's in-memory queue, so waiting costs no API call: the
 inputs are read when the run arrives and again when it starts, not while it waits.
 """
@@ -13,6 +14,7 @@ from dataclasses import replace
 
 from tidb_bench_operator.adapters.clusters import read_cluster
 from tidb_bench_operator.domain.api.common import RunPhase
+from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 from tidb_bench_operator.domain.api.run_status import Environment
 from tidb_bench_operator.domain.cluster.tls import (
     pd_url_with_tls,
@@ -26,6 +28,8 @@ from tidb_bench_operator.domain.manifests import (
     compute_endpoint,
     resolved_endpoint,
 )
+from tidb_bench_operator.domain.objects import JSON
+from tidb_bench_operator.domain.preflight.placement import eligible_bench_nodes
 from tidb_bench_operator.errors import KubeForbidden, SpecError
 from tidb_bench_operator.reconcile.run.context import RunContext
 
@@ -96,10 +100,11 @@ def check_inputs(ctx: RunContext) -> tuple[str, str] | None:
             f"spec.credentials.{f} to one of those",
         )
     selector = spec.placement.node_selector
+    nodes = kube.nodes()
     if selector:
         matching = [
             n
-            for n in kube.nodes()
+            for n in nodes
             if all((n["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())
         ]
         if not matching:
@@ -109,6 +114,9 @@ def check_inputs(ctx: RunContext) -> tuple[str, str] | None:
                 f"spec.placement.nodeSelector {{{text}}} matches no node; label the "
                 f"dedicated benchmark node: kubectl label node <node> {text}",
             )
+    problem = too_few_bench_nodes(spec, nodes)
+    if problem is not None:
+        return problem
     problem = resolve_target(ctx)
     if problem is not None:
         return problem
@@ -119,6 +127,26 @@ def check_inputs(ctx: RunContext) -> tuple[str, str] | None:
     except KubeForbidden as exc:
         return ("NotPermitted", not_permitted(run.namespace, exc))
     return None
+
+
+def too_few_bench_nodes(spec: BenchmarkRunSpec, nodes: list[JSON]) -> tuple[str, str] | None:
+    """Each client needs a node of its own: with fewer eligible nodes than clients, the ones
+    that cannot be placed would run after the others finished, and the step would measure
+    fewer clients than asked while saying all of them ran. Refused under every policy."""
+    tolerations = [
+        t.model_dump(by_alias=True, exclude_none=True) for t in spec.placement.tolerations
+    ]
+    eligible, reasons = eligible_bench_nodes(nodes, dict(spec.placement.node_selector), tolerations)
+    if len(eligible) >= spec.clients:
+        return None
+    why = f" (others: {'; '.join(reasons[:5])})" if reasons else ""
+    return (
+        "TooFewBenchNodes",
+        f"spec.clients: {spec.clients} clients, {len(eligible)} eligible benchmark node(s)"
+        f"{' (' + ', '.join(eligible) + ')' if eligible else ''}{why}; each client runs on a "
+        "node of its own: label more benchmark nodes, tolerate their taints, or lower "
+        "spec.clients",
+    )
 
 
 def resolve_target(ctx: RunContext) -> tuple[str, str] | None:

@@ -87,6 +87,38 @@ def test_a_node_selector_matching_no_node_fails_with_no_bench_node() -> None:
     assert bed.kube.create_job_calls == []
 
 
+@pytest.mark.parametrize("policy", ["Enforce", "Warn", "Off"])
+def test_more_clients_than_eligible_bench_nodes_fails_at_pending_under_every_policy(
+    policy: str,
+) -> None:
+    bed = Bed(run_spec(clients=5, preflight={"policy": policy, "timeoutSeconds": 60}))
+    bed.reconcile()
+    bed.failed_with("TooFewBenchNodes")
+    assert bed.status["message"].startswith(
+        "spec.clients: 5 clients, 2 eligible benchmark node(s) (bench-1, bench-2) (others: "
+        "db-1: labels do not match"
+    ), bed.status["message"]
+    assert "lower spec.clients" in bed.status["message"]
+    assert bed.kube.create_job_calls == []
+
+
+def test_a_bench_node_with_an_untolerated_taint_is_not_eligible_for_a_client() -> None:
+    bed = Bed(run_spec(clients=2))
+    bed.kube.node_list[-1]["spec"] = {
+        "taints": [{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]
+    }
+    bed.reconcile()
+    bed.failed_with("TooFewBenchNodes")
+    assert "2 clients, 1 eligible benchmark node(s) (bench-1)" in bed.status["message"]
+    assert "bench-2: untolerated taint dedicated=db:NoSchedule" in bed.status["message"]
+
+
+def test_as_many_clients_as_eligible_bench_nodes_are_admitted() -> None:
+    bed = Bed(run_spec(clients=2))
+    bed.reconcile()
+    assert bed.status["phase"] != "Failed", bed.status
+
+
 def test_without_a_node_selector_any_node_will_do() -> None:
     bed = Bed(run_spec(placement={}))
     bed.reconcile()
