@@ -89,7 +89,8 @@ class Disturbance(TolerantCamelModel):
         description="What happened: PodOnBenchNode, PodCreated, PodDeleted, PodRecreated, "
         "PodMoved, PodRestarted, ClientRestarted, ClusterPhase, ClusterSpecChanged, "
         "ClusterProgressing, StoreState, PendingOperators, LeadersMoved, PDLeaderChanged, "
-        "Stall, Errors, Reconnects."
+        "Stall, Errors, Reconnects, Unjudged (evidence that could not be read: a client's "
+        "log, the cluster at every look)."
     )
     object: str = Field(description="The object's name: a pod, a store, the cluster, a client.")
     message: str = Field(default="", description="What was seen, with the numbers.")
@@ -133,4 +134,11 @@ class GuardLook(TolerantCamelModel):
     leaders: dict[str, int] = Field(default_factory=dict, description="PD store id → leader count.")
     pd_leader: str | None = Field(default=None, description="PD's leader member name.")
     pd_read: bool = Field(default=False, description="True once PD answered for this step.")
+    cluster_read: bool = Field(
+        default=False,
+        description="True once the cluster's pods were read for this step (its baseline).",
+    )
+    cluster_error: str | None = Field(
+        default=None, description="Why the last look could not read the cluster."
+    )
     pd_polled_at: datetime | None = Field(default=None, description="When PD was last polled.")

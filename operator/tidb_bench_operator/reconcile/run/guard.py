@@ -49,48 +49,80 @@ def step_key(ctx: RunContext, step: StepStatus) -> str:
 
 
 def begin(ctx: RunContext, step: StepStatus) -> None:
-    """The step's first look: what later looks are compared with."""
+    """The step's first look: what later looks are compared with.
+
+    When the cluster cannot be read now (one failed API call), the look has no cluster
+    baseline (`clusterRead` false) rather than an empty one: the next good look takes it and
+    the step says so. An empty baseline would make every pod of the cluster `PodCreated`.
+    """
     if not active(ctx):
         return
     look = GuardLook(step=step_key(ctx, step), at=ctx.now)
-    cluster = _cluster(ctx)
-    if cluster is not None:
-        pods, phases, spec_digest, unsettled = cluster
-        nodes = ctx.kube.nodes()
-        placement = ctx.spec.placement
-        tolerations = [
-            t.model_dump(by_alias=True, exclude_none=True) for t in placement.tolerations
-        ]
-        look.pods = pods
-        look.phases = phases
-        look.spec_digest = spec_digest
-        look.unsettled = unsettled
-        look.bench_nodes = eligible_bench_nodes(nodes, dict(placement.node_selector), tolerations)[
-            0
-        ]
     ctx.st.guard_look = look
-    _poll_pd(ctx, step, look, first=True)
+    _take_cluster_baseline(ctx, step, look)
+    _poll_pd(ctx, step, look, force=True)
+
+
+def _take_cluster_baseline(ctx: RunContext, step: StepStatus, look: GuardLook) -> None:
+    try:
+        cluster = _cluster(ctx)
+        nodes = ctx.kube.nodes() if cluster is not None else []
+    except TidbBenchError as exc:
+        look.cluster_error = _reason(exc)
+        return
+    look.cluster_error = None
+    if cluster is None:
+        return
+    pods, phases, spec_digest, unsettled = cluster
+    placement = ctx.spec.placement
+    tolerations = [t.model_dump(by_alias=True, exclude_none=True) for t in placement.tolerations]
+    look.pods = pods
+    look.phases = phases
+    look.spec_digest = spec_digest
+    look.unsettled = unsettled
+    look.bench_nodes = eligible_bench_nodes(nodes, dict(placement.node_selector), tolerations)[0]
+    look.cluster_read = True
+    if ctx.now > look.at:
+        late = (ctx.now - look.at).total_seconds()
+        step.notes = [
+            *step.notes,
+            f"the guard's baseline of the cluster was taken {late:.0f}s into the step: the "
+            "first look could not read the cluster",
+        ]
+
+
+def _reason(exc: Exception) -> str:
+    """An API error as a short reason (the adapters' messages carry no Secret or body)."""
+    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
 
 
 def _cluster(
     ctx: RunContext,
 ) -> tuple[dict[str, str], dict[str, str], str | None, list[str]] | None:
-    """The cluster's pods and rollout signals now; None without a cluster or when unreadable."""
+    """The cluster's pods and rollout signals now; None without a cluster.
+
+    TidbBenchError (the adapters' KubeError, a SpecError for a cluster gone) when it cannot
+    be read: the caller must not take that for a cluster without pods.
+    """
     ref, ep = ctx.spec.cluster, ctx.endpoint
     if ref is None or ep.cluster_name is None:
         return None
     ref = ref.model_copy(update={"kind": ep.cluster_kind or ref.kind})
-    try:
-        view = read_cluster(ctx.kube, ref, ctx.run.namespace)
-    except TidbBenchError:
-        return None  # gone or unreadable: the pods below would say little either
+    view = read_cluster(ctx.kube, ref, ctx.run.namespace)
     pods = ctx.kube.pods(ep.cluster_namespace, database_pod_selector(view.kind, view.name))
     phases, spec_digest, unsettled = rollout_signals(view, pods, ctx.now)
     return pod_entries(view, pods), phases, spec_digest, unsettled
 
 
-def watch(ctx: RunContext, step: StepStatus, client_pods: list[JSON]) -> bool:
-    """One look at a running step; True when the guard failed the run (policy Abort)."""
+def watch(
+    ctx: RunContext, step: StepStatus, client_pods: list[JSON], *, final: bool = False
+) -> bool:
+    """One look at a running step; True when the guard failed the run (policy Abort).
+
+    `final`: the step's clients are done; PD is polled whatever the interval, so that the
+    tail of the step (a leader change in its last seconds, a step shorter than the
+    interval) is covered.
+    """
     if not active(ctx):
         return False
     look = ctx.st.guard_look
@@ -98,28 +130,53 @@ def watch(ctx: RunContext, step: StepStatus, client_pods: list[JSON]) -> bool:
         begin(ctx, step)  # e.g. a controller restarted mid-step without the first look
         return False
     found: list[Disturbance] = []
-    cluster = _cluster(ctx)
-    if cluster is not None:
-        pods, phases, spec_digest, unsettled = cluster
-        name = ctx.endpoint.cluster_name or "cluster"
-        found += kube_disturbances(
-            look, pods, phases, spec_digest, unsettled, cluster=name, at=ctx.now
-        )
-        look.pods = rollout_baseline(look.pods, pods, unsettled)
+    if not look.cluster_read:
+        _take_cluster_baseline(ctx, step, look)
+    else:
+        try:
+            cluster = _cluster(ctx)
+        except TidbBenchError as exc:
+            cluster, look.cluster_error = None, _reason(exc)  # this look is skipped, not empty
+        if cluster is not None:
+            pods, phases, spec_digest, unsettled = cluster
+            name = ctx.endpoint.cluster_name or "cluster"
+            found += kube_disturbances(
+                look, pods, phases, spec_digest, unsettled, cluster=name, at=ctx.now
+            )
+            look.pods = rollout_baseline(look.pods, pods, unsettled)
     found += client_disturbances(client_pods, at=ctx.now)
-    found += _poll_pd(ctx, step, look)
+    found += _poll_pd(ctx, step, look, force=final)
+    if final:
+        found += unjudged_cluster(ctx, look)
     return record(ctx, step, found)
 
 
+def unjudged_cluster(ctx: RunContext, look: GuardLook) -> list[Disturbance]:
+    """A step whose cluster no look could read: nothing shows it was undisturbed."""
+    if look.cluster_read or ctx.spec.cluster is None or ctx.endpoint.cluster_name is None:
+        return []
+    return [
+        Disturbance(
+            at=ctx.now,
+            source="Kubernetes",
+            what="Unjudged",
+            object=ctx.endpoint.cluster_name,
+            message="the guard could not read the cluster at any look of the step "
+            f"({look.cluster_error or 'no answer'}): nothing shows it was undisturbed",
+        )
+    ]
+
+
 def _poll_pd(
-    ctx: RunContext, step: StepStatus, look: GuardLook, *, first: bool = False
+    ctx: RunContext, step: StepStatus, look: GuardLook, *, force: bool = False
 ) -> list[Disturbance]:
-    """PD's stores, operators and leader, when the interval has passed since the last poll."""
+    """PD's stores, operators and leader, when the interval has passed since the last poll
+    (or `force`: the step's first and last looks)."""
     poll = ctx.deps.pd_look
     if poll is None or (ctx.endpoint.pd_url is None and ctx.endpoint.cluster_name is None):
         return []
     interval = timedelta(seconds=ctx.spec.guard.pd_interval_seconds)
-    if not first and look.pd_polled_at is not None and ctx.now - look.pd_polled_at < interval:
+    if not force and look.pd_polled_at is not None and ctx.now - look.pd_polled_at < interval:
         return []
     look.pd_polled_at = ctx.now
     seen = poll(ctx.spec, ctx.run.namespace, ctx.endpoint)

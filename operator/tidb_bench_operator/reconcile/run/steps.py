@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tidb_bench_operator.domain.api.common import StepPhase
+from tidb_bench_operator.domain.api.guard import Disturbance
 from tidb_bench_operator.domain.api.results import StepResult
 from tidb_bench_operator.domain.api.run_status import StepStatus, Trial
 from tidb_bench_operator.domain.api.runner_message import (
@@ -160,7 +161,8 @@ def observe(ctx: RunContext, step: StepStatus) -> None:
     if len(jobs) < spec.clients:
         retry(ctx, step, "a client Job was deleted")
         return
-    if guard.watch(ctx, step, pods):
+    finished = bool(jobs) and all(job_finished(j) for j in jobs)
+    if guard.watch(ctx, step, pods, final=finished):
         return  # disturbed under guard policy Abort: the run has failed
     hopeless = start_failure(pods, ctx.now)
     if hopeless:
@@ -174,7 +176,7 @@ def observe(ctx: RunContext, step: StepStatus) -> None:
         )
     elif unschedulable_reason(pods):
         _unschedulable(ctx, step, unschedulable_reason(pods))
-    elif not all(job_finished(j) for j in jobs):
+    elif not finished:
         seen = {p["metadata"]["name"] for p in pods}
         gone = [n for n in step.pod_names if n not in seen]
         if gone:
@@ -290,11 +292,17 @@ def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: l
             f"INVALID: {len(combined.late)} client(s) started late (max "
             f"{latest:.1f}s after the agreed start)"
         )
-    series, series_notes, per_client = read_step_series(ctx, step, pods)
+    series, series_notes, per_client, unread = read_step_series(ctx, step, pods)
     if guard.active(ctx):
         found = series_disturbances(
             per_client, spec.guard, started=_measured_from(ctx, step, reports)
         )
+        found += [
+            Disturbance(at=ctx.now, source="sysbench", what="Unjudged", object=name,
+                        message=f"{why}: its interval series was not judged, so nothing "
+                        "shows the step was undisturbed")
+            for name, why in unread
+        ]  # fmt: skip
         if guard.record(ctx, step, found):
             return  # Abort: the run has failed
     disturbed = list(step.disturbances)
@@ -415,30 +423,47 @@ def _advance(ctx: RunContext, index: int) -> None:
         st.current_step = len(st.steps)
 
 
+#: Reads of a client pod's log before its series counts as unreadable.
+LOG_READS = 2
+
+
 def read_step_series(
     ctx: RunContext, step: StepStatus, pods: list[JSON]
-) -> tuple[StepSeries, list[str], dict[str, list[dict[str, Any]]]]:
+) -> tuple[StepSeries, list[str], dict[str, list[dict[str, Any]]], list[tuple[str, str]]]:
     """Every client's interval series from its log; a log without a readable one is noted.
 
-    Also each series as read, by client pod name, for the guard.
+    Also each series as read, by client pod name, for the guard; and the clients whose
+    series could not be read (pod name, why), which the guard cannot judge.
     """
     per_client = {}
     by_pod: dict[str, list[dict[str, Any]]] = {}
     notes = []
+    unread: list[tuple[str, str]] = []
     for pod in pods:
-        log = ctx.kube.pod_log(ctx.run.namespace, pod["metadata"]["name"], RUNNER_CONTAINER)
+        name = pod["metadata"]["name"]
+        log = None
+        for _ in range(LOG_READS):
+            log = ctx.kube.pod_log(ctx.run.namespace, name, RUNNER_CONTAINER)
+            if log is not None:
+                break
+        if log is None:
+            why = f"the log of client pod {name} could not be read ({LOG_READS} tries)"
+            notes.append(f"client {client_index(pod)}: {why}: its interval series is not kept")
+            unread.append((name, why))
+            continue
         try:
-            found = read_series(log or "")
+            found = read_series(log)
         except ValueError as exc:  # a garbled or cut series line: the numbers stand without it
             notes.append(
                 f"client {client_index(pod)}: the interval series in the log of pod "
-                f"{pod['metadata']['name']} could not be read ({exc}): not kept"
+                f"{name} could not be read ({exc}): not kept"
             )
+            unread.append((name, f"the interval series in the log of pod {name} is garbled"))
             continue
         if found is not None:
             per_client[client_index(pod)] = found
-            by_pod[pod["metadata"]["name"]] = found
-    return step_series(step.workload, step.threads, per_client), notes, by_pod
+            by_pod[name] = found
+    return step_series(step.workload, step.threads, per_client), notes, by_pod, unread
 
 
 def save_results(ctx: RunContext, index: int, series: StepSeries, round_: int = 0) -> None:

@@ -5,8 +5,12 @@ Driven through an in-memory Kubernetes and a fake clock (support.Bed).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
+from tidb_bench_operator.domain.api.runner_message import SERIES_MARKER
+from tidb_bench_operator.domain.guard import PdLook
+from tidb_bench_operator.errors import KubeError
 from unit.reconcile.run.support import (
     CLUSTER_NS,
     JSON,
@@ -15,6 +19,7 @@ from unit.reconcile.run.support import (
     checks,
     result_doc,
     run_spec,
+    series_log,
 )
 
 
@@ -116,3 +121,114 @@ def test_guard_off_watches_nothing() -> None:
     bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 20_000.0, 2.0))
     bed.reconcile()
     assert bed.step(0)["valid"] is True and "guardLook" not in bed.status
+
+
+# --- what the guard could not see is not valid (the blind spots) -------------------------
+
+
+def with_pd(bed: Bed, leader: list[str]) -> list[int]:
+    """A PD that answers with one Up store and `leader[0]` as its leader; the polls made."""
+    polls: list[int] = []
+
+    def look(spec: object, namespace: str, endpoint: object) -> PdLook:
+        polls.append(1)
+        return PdLook(stores=[], pending_operators=0, leader=leader[0])
+
+    bed.reconciler.deps = dataclasses.replace(bed.reconciler.deps, pd_look=look)
+    return polls
+
+
+def test_a_client_log_that_cannot_be_read_leaves_the_step_unjudged_and_not_valid() -> None:
+    bed = guarded_bed("Flag")
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 20_000.0, 2.0))
+    pod = next(n for (ns, n, _) in bed.kube.logs if n.startswith("sweep-s0-c0"))
+    del bed.kube.logs[(NS, pod, "runner")]  # the node cannot serve it: pod_log is None
+    bed.reconcile()
+    step = bed.step(0)
+    assert step["valid"] is False, step
+    [unjudged] = step["disturbances"]
+    assert (unjudged["what"], unjudged["object"]) == ("Unjudged", pod)
+    assert "could not be read (2 tries)" in unjudged["message"]
+    assert any(f"the log of client pod {pod} could not be read" in n for n in step["notes"])
+    assert "StepDisturbed" in bed.kube.event_reasons()
+
+
+def test_a_garbled_series_is_unjudged_too_and_a_readable_one_is_judged() -> None:
+    bed = guarded_bed("Flag")
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 20_000.0, 2.0), log=SERIES_MARKER + "{")
+    bed.reconcile()
+    assert [d["what"] for d in bed.step(0)["disturbances"]] == ["Unjudged"]
+    bed.kube.finish_job(NS, "sweep-s1-c0", result_doc(16, 9000.0, 4.0), log=series_log([9e3] * 5))
+    bed.reconcile()
+    assert bed.step(1)["valid"] is True and not bed.step(1).get("disturbances")
+
+
+def test_the_last_look_of_a_step_polls_pd_whatever_the_interval() -> None:
+    bed = Bed(run_spec(threads=[8, 16], guard={"policy": "Flag", "pdIntervalSeconds": 10}))
+    leader = ["pd-0"]
+    polls = with_pd(bed, leader)
+    bed.kube.add_pod(cluster_pod("basic-tikv-0", "db-1"))
+    bed.to_running()
+    first = len(polls)
+    bed.clock.advance(3)
+    bed.reconcile()
+    assert len(polls) == first, "3 s into the step, under the 10 s interval: no poll"
+    leader[0] = "pd-1"  # in the step's last seconds
+    bed.clock.advance(2)
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 20_000.0, 2.0))
+    bed.reconcile()
+    changed = [d for d in bed.step(0)["disturbances"] if d["what"] == "PDLeaderChanged"]
+    assert changed and changed[0]["message"] == "PD leader pd-0 → pd-1", bed.step(0)
+    assert bed.step(0)["valid"] is False
+
+
+def test_a_failed_first_look_is_no_empty_world_the_next_look_takes_the_baseline() -> None:
+    bed = Bed(run_spec(threads=[8, 16], guard={"policy": "Abort"}))
+    for i in range(3):
+        bed.kube.add_pod(cluster_pod(f"basic-tikv-{i}", "db-1"))
+    bed.to_running()
+    real = bed.kube.tidb_cluster
+    calls: list[int] = []
+
+    def flaky(namespace: str, name: str) -> JSON | None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise KubeError("reading TidbCluster: 503 Service Unavailable")
+        return real(namespace, name)
+
+    bed.kube.tidb_cluster = flaky  # type: ignore[method-assign]
+    # The step's first look fails once: the run must not see three created pods next.
+    bed.body["status"]["guardLook"] = None
+    bed.kube.add_run(bed.body)
+    bed.reconcile()
+    assert bed.status["guardLook"]["clusterRead"] is False
+    assert "503" in bed.status["guardLook"]["clusterError"]
+    bed.clock.advance(1)
+    bed.reconcile()
+    assert bed.status["phase"] == "Running", bed.status  # under Abort, a flood would fail it
+    look = bed.status["guardLook"]
+    assert look["clusterRead"] is True and len(look["pods"]) == 3
+    assert any("baseline of the cluster was taken 1s into the step" in n
+               for n in bed.step(0)["notes"])  # fmt: skip
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 20_000.0, 2.0))
+    bed.reconcile()
+    assert bed.step(0)["valid"] is True, bed.step(0)
+
+
+def test_a_step_whose_cluster_no_look_could_read_is_unjudged() -> None:
+    bed = guarded_bed("Flag")
+
+    def down(namespace: str, name: str) -> JSON | None:
+        raise KubeError("reading TidbCluster: 503 Service Unavailable")
+
+    bed.kube.tidb_cluster = down  # type: ignore[method-assign]
+    bed.body["status"]["guardLook"] = None
+    bed.kube.add_run(bed.body)
+    bed.reconcile()
+    bed.clock.advance(1)
+    bed.reconcile()
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 20_000.0, 2.0))
+    bed.reconcile()
+    found = [(d["what"], d["object"]) for d in bed.step(0)["disturbances"]]
+    assert found == [("Unjudged", "basic")], bed.step(0)
+    assert bed.step(0)["valid"] is False
