@@ -8,16 +8,19 @@ a few seconds is seen.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pymysql
 import pytest
 from kubernetes import client
 
-from testbed.fake_pd import FakePD
+from testbed.agent import FAULT_ANNOTATION
+from testbed.fake_pd import API, FakePD
 from testbed.kube import standin_pod, wait_for
 from testbed.runs import (
     RunBed,
@@ -27,6 +30,7 @@ from testbed.runs import (
 pytestmark = pytest.mark.e2e
 
 RUN_TIMEOUT = 240
+DATA = Path(__file__).resolve().parents[1] / "data"
 OPERATORS = "/pd/api/v1/operators"
 # A real operator string as PD v7.3+ prints it (https://github.com/tikv/pd/blob/v8.1.1/pkg/schedule/operator/operator.go).
 PENDING_OPERATOR = (
@@ -255,3 +259,50 @@ def test_a_neighbour_holding_the_table_during_one_step_is_a_stall_from_the_inter
     # The steps around it, on the same loaded machine, raise no false alarm.
     for quiet in (steps[0], steps[2]):
         assert quiet["valid"] is True and not quiet.get("disturbances"), quiet
+
+
+def test_a_client_log_the_node_will_not_serve_leaves_its_step_unjudged_and_not_valid(
+    bed: RunBed, controller: Any, fake_pd: FakePD
+) -> None:
+    start_guarded(bed, fake_pd, "nolog", step=0)
+    pods = bed.core.list_namespaced_pod(
+        bed.namespace,
+        label_selector="tidbbench.io/run=nolog,tidbbench.io/role=step,tidbbench.io/step=0",
+    ).items
+    assert len(pods) == 1, [p.metadata.name for p in pods]
+    pod = pods[0].metadata.name
+    # The node agent answers 503 for this pod's log from now on (testbed/agent.py).
+    bed.core.patch_namespaced_pod(
+        pod, bed.namespace, {"metadata": {"annotations": {FAULT_ANNOTATION: "LogsUnavailable"}}}
+    )
+    run = bed.wait("nolog", timeout=RUN_TIMEOUT)
+    steps = succeeded_steps(run)
+    first = steps[0]
+    assert first["valid"] is False, first
+    unjudged = [d for d in first["disturbances"] if d["what"] == "Unjudged"]
+    assert unjudged and unjudged[0]["object"] == pod, first
+    assert "could not be read" in unjudged[0]["message"]
+    assert any(f"the log of client pod {pod} could not be read" in n for n in first["notes"])
+    for quiet in steps[1:]:
+        assert quiet["valid"] is True and not quiet.get("disturbances"), quiet
+
+
+def test_a_pd_leader_change_in_the_last_second_of_a_step_is_flagged(
+    bed: RunBed, controller: Any, fake_pd: FakePD
+) -> None:
+    # PD is polled every 30 s, far longer than the 4-s steps: only the steps' first and last
+    # looks poll it. The leader changes in step 2's last second.
+    start_guarded(bed, fake_pd, "lastsecond", guard={"pdIntervalSeconds": 30})
+    time.sleep(2.0)  # wait_step_running returned a second into step 2's pods
+    leader = json.loads(
+        (DATA / "pd" / "pd-api-v1-leader_v8.1.0_tidb-operator-testdata.json").read_text()
+    )
+    fake_pd.set_body(f"{API}/leader", {**leader, "name": "basic-pd-elsewhere"})
+    run = bed.wait("lastsecond", timeout=RUN_TIMEOUT)
+    steps = succeeded_steps(run)
+    assert steps[0]["valid"] is True and not steps[0].get("disturbances"), steps[0]
+    changed = [d for d in steps[1]["disturbances"] if d["what"] == "PDLeaderChanged"]
+    assert changed and changed[0]["message"].endswith("→ basic-pd-elsewhere"), steps[1]
+    assert steps[1]["valid"] is False
+    # Step 3 starts with the new leader as its baseline: nothing changed while it ran.
+    assert steps[2]["valid"] is True and not steps[2].get("disturbances"), steps[2]

@@ -15,7 +15,7 @@ What it does, as a kubelet would:
   (RFC 2606: never resolves) cannot be pulled (ErrImagePull, then ImagePullBackOff); the pod
   annotation `testbed.tidbbench.io/fault: OOMKilled|Evicted` kills a running pod's
   processes and reports it as the kubelet would (terminated OOMKilled, exit 137; or the pod
-  Failed with reason Evicted);
+  Failed with reason Evicted); `LogsUnavailable` makes the pod's log unservable (HTTP 503);
 - a container without a `command` runs its image's entrypoint, mapped to the project's own
   installed command (IMAGE_ENTRYPOINTS: the Dockerfile's ENTRYPOINT found on the node's PATH,
   i.e. the venv's `tidb-bench`);
@@ -1096,6 +1096,10 @@ class LogHandler(http.server.BaseHTTPRequestHandler):
             return
         _, ns, pod, container = parts
         q = urllib.parse.parse_qs(url.query)
+        if self._fault(ns, pod) == "LogsUnavailable":
+            # As a kubelet whose container runtime lost the log (or a node under pressure).
+            self.send_error(503, f"the log of {ns}/{pod}/{container} is unavailable (fault)")
+            return
         path = self.logs_dir / f"{ns}_{pod}_{container}.log"
         if not path.exists():
             self.send_error(404, f"no log for {ns}/{pod}/{container}")
@@ -1120,6 +1124,16 @@ class LogHandler(http.server.BaseHTTPRequestHandler):
                         self.wfile.write(f.read())
                         self.wfile.flush()
                     pos = size
+
+    def _fault(self, ns: str, pod: str) -> str | None:
+        agent = self.agent
+        if agent is None:
+            return None
+        try:
+            p = agent.api.read_namespaced_pod(pod, ns)
+        except ApiException:
+            return None
+        return (p.metadata.annotations or {}).get(FAULT_ANNOTATION)
 
     def _running(self, ns: str, pod: str) -> bool:
         agent = self.agent
