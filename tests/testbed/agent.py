@@ -1125,25 +1125,22 @@ class LogHandler(http.server.BaseHTTPRequestHandler):
                         self.wfile.flush()
                     pos = size
 
-    def _fault(self, ns: str, pod: str) -> str | None:
+    def _pod(self, ns: str, pod: str) -> Any | None:
         agent = self.agent
         if agent is None:
             return None
         try:
-            p = agent.api.read_namespaced_pod(pod, ns)
+            return agent.api.read_namespaced_pod(pod, ns)
         except ApiException:
             return None
-        return (p.metadata.annotations or {}).get(FAULT_ANNOTATION)
+
+    def _fault(self, ns: str, pod: str) -> str | None:
+        p = self._pod(ns, pod)
+        return None if p is None else (p.metadata.annotations or {}).get(FAULT_ANNOTATION)
 
     def _running(self, ns: str, pod: str) -> bool:
-        agent = self.agent
-        if agent is None:
-            return False
-        try:
-            p = agent.api.read_namespaced_pod(pod, ns)
-        except ApiException:
-            return False
-        return bool(p.status.phase in ("Pending", "Running"))
+        p = self._pod(ns, pod)
+        return p is not None and p.status.phase in ("Pending", "Running")
 
 
 def serve_logs(agent: Agent, port: int, cert: Path, key: Path) -> None:
