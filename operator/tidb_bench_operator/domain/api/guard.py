@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import Field
 
 from tidb_bench_operator.domain.api.base import CamelModel, TolerantCamelModel
+from tidb_bench_operator.domain.api.common import MAX_COUNT
 
 GuardPolicy = Literal["Flag", "Retry", "Abort", "Off"]
 DisturbanceSource = Literal["Kubernetes", "PD", "sysbench"]
@@ -50,6 +51,7 @@ class Guard(CamelModel):
     max_pending_operators: int = Field(
         default=3,
         ge=0,
+        le=MAX_COUNT,
         description="More pending PD operators than this during a step is a disturbance.",
     )
     max_leader_move_percent: float = Field(

@@ -11,7 +11,12 @@ from pydantic import (
     Field,
 )
 
-from tidb_bench_operator.domain.api.common import SpecModel, StatusModel, TerminalPhase
+from tidb_bench_operator.domain.api.common import (
+    MAX_SECONDS,
+    SpecModel,
+    StatusModel,
+    TerminalPhase,
+)
 from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 from tidb_bench_operator.domain.api.run_status import Condition
 from tidb_bench_operator.domain.api.verdicts import (
@@ -74,6 +79,7 @@ class BenchmarkScheduleSpec(SpecModel):
     starting_deadline_seconds: int | None = Field(
         default=None,
         ge=0,
+        le=MAX_SECONDS,
         description="A run not started within this many seconds of its time is skipped.",
     )
     successful_runs_history_limit: int = Field(
