@@ -480,7 +480,7 @@ def test_a_foreign_run_holding_the_name_is_reported_and_never_adopted_as_created
                 "ownerReferences": [
                     {"kind": "BenchmarkSchedule", "name": "other", "uid": "other-uid"}
                 ],
-            },  # fmt: skip
+            },
             "spec": world.body["spec"]["template"],
         }
     )
