@@ -296,6 +296,7 @@ def read_str(obj: Mapping[str, Any], key: str, where: str, *, default: str = "")
 #: What stands for a user name or a password read from a Secret in any text we write.
 HIDDEN_USER = "<user>"
 HIDDEN_PASSWORD = "<password>"
+_QUOTED_ACCOUNT = re.compile(r"'([^'\n]{1,256})'@")
 #: A password this short is not searched for: it would hide ordinary words of the text.
 MIN_HIDDEN_PASSWORD = 4
 
@@ -312,6 +313,11 @@ def hide_credentials(text: str, user: str, password: str = "") -> str:
     if user:
         text = text.replace(f"'{user}'@", f"'{HIDDEN_USER}'@")
         text = text.replace(f"`{user}`@", f"`{HIDDEN_USER}`@")
+        # A server may quote a long user cut short (MariaDB keeps 80 characters, MySQL 32).
+        text = _QUOTED_ACCOUNT.sub(
+            lambda m: f"'{HIDDEN_USER}'@" if m.group(1) and m.group(1) in user else m.group(0),
+            text,
+        )
     if len(password) >= MIN_HIDDEN_PASSWORD:
         text = text.replace(password, HIDDEN_PASSWORD)
     return text
