@@ -203,7 +203,7 @@ def test_a_hostile_spec_is_refused_at_the_api_server_naming_the_field(
 
 #: case → what the run's end says (phase, then words of its message or checks).
 ENDED = {
-    "user-key-token": ("Failed", "(1045)"),
+    "user-key-token": ("Failed", "Access denied for user '<user>'@"),
     "password-key-elsewhere": ("Failed", "as the user in Secret {ns}/db key 'user'"),
     "password-newline": (
         "Failed",
