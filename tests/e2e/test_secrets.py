@@ -122,13 +122,13 @@ def finished(
         bad = wait_run(api, ns, "bad", timeout=300)
         tls = wait_run(api, ns, "tls", timeout=300)
         tlsbad = wait_run(api, ns, "tlsbad", timeout=300)
-        assert good["status"]["phase"] == "Succeeded", good["status"]
-        assert bad["status"]["phase"] == "Failed", bad["status"]
-        assert tls["status"]["phase"] == "Succeeded", tls["status"]
-        assert tlsbad["status"]["phase"] == "Failed", tlsbad["status"]
+        assert good["status"]["phase"] == "Succeeded", good["status"].get("message")
+        assert bad["status"]["phase"] == "Failed", bad["status"].get("message")
+        assert tls["status"]["phase"] == "Succeeded", tls["status"].get("message")
+        assert tlsbad["status"]["phase"] == "Failed", tlsbad["status"].get("message")
         for user in AWKWARD_PASSWORDS:
             run = wait_run(api, ns, user, timeout=300)
-            assert run["status"]["phase"] == "Succeeded", (user, run["status"])
+            assert run["status"]["phase"] == "Succeeded", (user, run["status"].get("message"))
         yield ns, ctl, wrong
     finally:
         ctl.stop()

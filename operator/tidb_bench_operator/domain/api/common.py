@@ -9,6 +9,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import (
     AfterValidator,
     BeforeValidator,
+    Field,
     StringConstraints,
     WithJsonSchema,
 )
@@ -21,6 +22,9 @@ from tidb_bench_operator.domain.api.base import CamelModel, TolerantCamelModel
 MAX_SECONDS = 10 * 365 * 24 * 3600
 #: The largest count a spec field may hold where no smaller limit is natural.
 MAX_COUNT = 1_000_000
+#: The bound of every integer the controller writes into a status (counts, indexes, events):
+#: the largest integer every JSON reader keeps exactly.
+MAX_STATUS_INT = 2**53 - 1
 
 GROUP = "tidbbench.io"
 VERSION = "v1alpha1"
@@ -129,6 +133,8 @@ def _pd_url(value: str) -> str:
         )
     return value
 
+
+StatusInt = Annotated[int, Field(le=MAX_STATUS_INT)]
 
 PdUrl = Annotated[
     str,

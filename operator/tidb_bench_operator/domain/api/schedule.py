@@ -13,6 +13,7 @@ from pydantic import (
 
 from tidb_bench_operator.domain.api.common import (
     MAX_SECONDS,
+    MAX_STATUS_INT,
     SpecModel,
     StatusModel,
     TerminalPhase,
@@ -127,7 +128,7 @@ class HistoryStep(StatusModel):
     """One step's numbers kept in a schedule's history, for later regression baselines."""
 
     workload: str = Field(description="sysbench test name.")
-    threads: int = Field(ge=1, description="Threads per client.")
+    threads: int = Field(le=MAX_STATUS_INT, ge=1, description="Threads per client.")
     qps: float = Field(description="The step's QPS (all clients combined).")
     latency_ms: float | None = Field(
         default=None, description="The step's percentile latency, in milliseconds."
@@ -160,6 +161,7 @@ class HistoryEntry(StatusModel):
         description="Regressed, Improved, NoChange or Inconclusive against the baseline.",
     )
     invalid_trials: int | None = Field(
+        le=MAX_STATUS_INT,
         default=None,
         description="Trials (or steps measured once) left out of comparisons as invalid.",
     )
@@ -201,6 +203,6 @@ class BenchmarkScheduleStatus(StatusModel):
     )
     conditions: list[Condition] = Field(default_factory=list, description="Latest observations.")
     observed_generation: int | None = Field(
-        default=None, description="metadata.generation the status describes."
+        le=MAX_STATUS_INT, default=None, description="metadata.generation the status describes."
     )
     message: str | None = Field(default=None, description="Latest notable event, in one sentence.")

@@ -38,12 +38,24 @@ def _spec_ints(schema: dict[str, Any], path: str = "") -> list[tuple[str, dict[s
 
 
 @pytest.mark.parametrize("crd", ["benchmarkrun.yaml", "benchmarkschedule.yaml"])
-def test_every_integer_spec_field_of_the_crds_has_a_maximum(crd: str) -> None:
+@pytest.mark.parametrize("part", ["spec", "status"])
+def test_every_integer_field_of_the_crds_has_a_maximum(crd: str, part: str) -> None:
     doc = yaml.safe_load((CRDS / crd).read_text())
-    spec = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    fields = _spec_ints(spec)
+    schema = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][part]
+    fields = _spec_ints(schema)
     assert fields
     assert [p for p, s in fields if "maximum" not in s] == []
+
+
+def test_a_status_count_past_what_json_keeps_exactly_is_refused() -> None:
+    from pydantic import ValidationError
+
+    from tidb_bench_operator.domain.api.common import MAX_STATUS_INT
+    from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus
+
+    BenchmarkRunStatus.model_validate({"currentStep": MAX_STATUS_INT})
+    with pytest.raises(ValidationError):
+        BenchmarkRunStatus.model_validate({"currentStep": MAX_STATUS_INT + 1})
 
 
 def test_the_longest_time_survives_a_timedelta_on_any_timestamp_until_year_9000() -> None:
