@@ -69,7 +69,7 @@ def finished(
         quoted = password.replace("\\", "\\\\").replace("'", "\\'")
         root_sql(
             mariadb,
-            f"DROP USER IF EXISTS '{user}'@'%'; CREATE USER '{user}'@'%' IDENTIFIED BY "
+            f"SET NAMES utf8mb4; DROP USER IF EXISTS '{user}'@'%'; CREATE USER '{user}'@'%' IDENTIFIED BY "
             f"'{quoted}'; GRANT ALL ON *.* TO '{user}'@'%';",
         )
     for name, data in (

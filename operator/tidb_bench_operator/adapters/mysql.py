@@ -62,7 +62,9 @@ def connect(dsn: DSN, timeout: float = 10.0) -> Iterator[Any]:
             host=dsn.host,
             port=dsn.port,
             user=dsn.user,
-            password=dsn.password,
+            # As bytes: pymysql encodes a str password as latin-1, which fails or differs for
+            # any other letter; the Secret's bytes are UTF-8, and sysbench sends them as they are.
+            password=dsn.password.encode("utf-8"),
             database=dsn.database,
             connect_timeout=timeout,
             read_timeout=max(timeout, 60.0),

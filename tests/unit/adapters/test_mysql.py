@@ -53,3 +53,18 @@ def test_a_user_given_on_the_command_line_is_no_secret_and_is_shown() -> None:
     dsn = mysql.DSN("db", 4000, "root", "pw")
     assert dsn.where() == "root@db:4000"
     assert "root" in repr(dsn) and "pw" not in repr(dsn)
+
+
+def test_the_password_is_sent_as_its_utf8_bytes_as_sysbench_sends_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: dict[str, object] = {}
+
+    def connect(**kwargs: object) -> object:
+        seen.update(kwargs)
+        raise pymysql.err.OperationalError(2003, "stop here")
+
+    monkeypatch.setattr(pymysql, "connect", connect)
+    with pytest.raises(DatabaseError), mysql.connect(mysql.DSN("db", 4000, "u", " ünï cödé ")):
+        pass
+    assert seen["password"] == " ünï cödé ".encode()
