@@ -39,17 +39,24 @@ from tidb_bench_operator.domain.api.runner_message import (
     series_line,
     termination_text,
 )
+from tidb_bench_operator.domain.manifests import USER_ENV
 from tidb_bench_operator.domain.sysbench import (
     build_sysbench_argv,
     diagnose_failure,
     parse_sysbench_output,
     to_step_result,
 )
+from tidb_bench_operator.domain.sysbench.config_file import (
+    PASSWORD_OPTION,
+    config_line,
+    uncarried,
+)
 from tidb_bench_operator.domain.sysbench.warmup import (
     analyze_statements,
     has_secondary_index,
     warmup_statements,
 )
+from tidb_bench_operator.domain.untrusted import HIDDEN_USER, hide_credentials
 from tidb_bench_operator.errors import DatabaseError, SysbenchError, TidbBenchError
 
 TERMINATION_LOG = "/dev/termination-log"
@@ -92,6 +99,7 @@ class StepPlan:
             creds.password,
             tls=tls,
             tls_source=f"the Secret mounted at {self.tls_dir}" if self.tls_dir else None,
+            user_source=f"{USER_ENV} (the run's credentials Secret)",
         )
 
 
@@ -143,12 +151,35 @@ STOP = Stopper()
 
 # ---------------------------------------------------------------------------- sysbench exec
 def _config_file(creds: Credentials, directory: str) -> str:
-    """A 0600 sysbench --config-file holding the password, so it is in no process argv."""
+    """A 0600 sysbench --config-file holding the password, so it is in no process argv.
+
+    The value is quoted (domain/sysbench/config_file.py: sysbench cuts a bare one at
+    whitespace); a password it cannot carry at all fails here, named by its kind only (the
+    controller refuses such a password at Pending, so this is `tidb-bench run`'s check).
+    """
+    problem = uncarried(creds.password)
+    if problem is not None:
+        raise SysbenchError(
+            "password", f"the password has {problem}: sysbench cannot be given it; change it"
+        )
+    line = config_line(PASSWORD_OPTION, creds.password)
     path = Path(directory) / "sysbench.cfg"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat.S_IRUSR | stat.S_IWUSR)
-    with os.fdopen(fd, "w") as f:
-        f.write(f"mysql-password={creds.password}\n")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(line)
     return str(path)
+
+
+def shown_argv(argv: Sequence[str]) -> str:
+    """A sysbench command line to print: the user (a Secret's) and any password masked."""
+    shown = []
+    for arg in argv:
+        if arg.startswith("--mysql-user="):
+            arg = f"--mysql-user={HIDDEN_USER}"
+        elif arg.startswith("--mysql-password="):
+            arg = "--mysql-password=<password>"
+        shown.append(arg)
+    return " ".join(shown)
 
 
 @dataclass
@@ -207,7 +238,9 @@ def exec_sysbench(
             STOP.kill(signal.SIGKILL)
         with proc:  # closes the pipe (one fd per sysbench run otherwise leaks) and waits
             assert proc.stdout is not None
-            for line in proc.stdout:
+            for raw in proc.stdout:
+                # MySQL errors name the account ('user'@'host'): hidden from the log and report.
+                line = hide_credentials(raw, creds.user, creds.password)
                 lines.append(line)
                 if out is not None:
                     out.write(prefix + line)
@@ -303,7 +336,7 @@ def run_step(
         **common,
     )
     if out is not None:
-        out.write("tidb-bench: " + " ".join(argv) + "\n")
+        out.write("tidb-bench: " + shown_argv(argv) + "\n")
     ex = exec_sysbench(argv, creds, out, tls_dir=plan.tls_dir)
     parsed = parse_sysbench_output(ex.output, workload=plan.workload, threads=plan.threads)
     step = to_step_result(parsed, plan.workload, plan.threads)  # raises SysbenchError

@@ -22,3 +22,6 @@ _.level
 # exposes them in the view, the guard that stops a run on a rollout or scale comes later.
 _.progressing  # ClusterView: the Cluster's Progressing condition
 _.unsettled_groups  # ClusterView: groups in a rollout or scale, from their status
+
+# urllib calls it on its redirect handlers (adapters/pd/http.py: redirects are not followed).
+_.redirect_request

@@ -1,16 +1,19 @@
 """The database password and TLS private keys never leave their Secrets: searched for in
-everything a run produced.
+everything a run produced, and so is every other key of every Secret of the namespace.
 
 Runs as deploy/'s ServiceAccount, with the controller at debug verbosity: one that succeeds
 with the real password, one whose Secret holds a wrong (but equally searched for) password,
 one over TLS with a client certificate (the MariaDB that requires X509), and one whose client
 certificate the server refuses, so the failure paths, where a leak is likeliest, are
 covered too. The private keys are searched for whole and line by line of their PEM body.
+
+And any password MariaDB accepts works end to end: users created here with passwords that
+hold spaces (leading and trailing too), `#`, `"`, `'`, `\\`, `=`, `;`, non-ASCII letters and
+over 64 characters each get a run that Succeeds (sysbench's config file quotes them).
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import secrets
 from collections.abc import Iterator
@@ -20,6 +23,7 @@ import pytest
 from kubernetes import client
 
 from e2e.conftest import Controller, TlsBed
+from testbed import leaks
 from testbed.certs import secret_data
 from testbed.cluster import Testbed
 from testbed.deploy import (
@@ -30,25 +34,20 @@ from testbed.deploy import (
     operator_kubeconfig,
     uninstall,
 )
-from testbed.runs import GROUP, PLURAL, VERSION, create_run, run_manifest, wait_run
+from testbed.leaks import found, key_needles, needles
+from testbed.runs import create_run, run_manifest, wait_run
+from testbed.services import root_sql
 
 pytestmark = pytest.mark.e2e
 
-
-def needles(password: str) -> list[str]:
-    """The password as it could leak: plain, base64 (as in a Secret's data), JSON-escaped."""
-    return [password, base64.b64encode(password.encode()).decode(), json.dumps(password)[1:-1]]
-
-
-def key_needles(pem: str) -> list[str]:
-    """A private key as it could leak: whole, base64 of it, JSON-escaped, each body line."""
-    body = [ln for ln in pem.splitlines() if ln and not ln.startswith("-----")]
-    assert body and all(len(ln) >= 16 for ln in body[:-1])
-    return [*needles(pem), *body]
-
-
-def found(haystacks: dict[str, str], words: list[str]) -> list[str]:
-    return [f"{where}: {w!r}" for where, text in haystacks.items() for w in words if w in text]
+#: Two passwords holding every awkward character between them (one quote kind each: no
+#: password can hold both, docs/bad-input.md), by the run (and Secret) that uses each. The
+#: MariaDB users are named apart from the runs: a user is searched for like any Secret value.
+AWKWARD_USERS = {"pwdouble": "awk" + secrets.token_hex(4), "pwsingle": "awk" + secrets.token_hex(4)}
+AWKWARD_PASSWORDS = {
+    "pwdouble": ' lead #\\=;"ünï cödé" trail ',
+    "pwsingle": "it's 'single' ÄÖÜ ß " + "x" * 50 + " end",
+}
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +67,16 @@ def finished(
     enable_namespace(testbed, ns)
     wrong = f"canary-{secrets.token_hex(8)}"
     db = tls_bed.db
+    for run, password in AWKWARD_PASSWORDS.items():
+        user = AWKWARD_USERS[run]
+        quoted = password.replace("\\", "\\\\").replace("'", "\\'")
+        root_sql(
+            mariadb,
+            f"SET NAMES utf8mb4; DROP USER IF EXISTS '{user}'@'%'; CREATE USER '{user}'@'%' IDENTIFIED BY "
+            f"'{quoted}'; GRANT ALL ON *.* TO '{user}'@'%';",
+        )
     for name, data in (
+        *((r, {"user": AWKWARD_USERS[r], "password": p}) for r, p in AWKWARD_PASSWORDS.items()),
         ("db", {"user": str(mariadb["user"]), "password": str(mariadb["password"])}),
         ("wrong", {"user": str(mariadb["user"]), "password": wrong}),
         ("dbtls", {"user": str(db["user"]), "password": str(db["password"])}),
@@ -106,14 +114,24 @@ def finished(
                 preflight={"policy": "Warn"},
             )
             create_run(api, ns, body)
+        for user in AWKWARD_PASSWORDS:
+            fast = {"threads": [1], "durationSeconds": 1, "reportIntervalSeconds": 1}
+            body = run_manifest(
+                user, mariadb, credentials={"secretRef": {"name": user}},
+                preflight={"policy": "Warn"}, **fast,
+            )  # fmt: skip
+            create_run(api, ns, body)
         good = wait_run(api, ns, "good", timeout=300)
         bad = wait_run(api, ns, "bad", timeout=300)
         tls = wait_run(api, ns, "tls", timeout=300)
         tlsbad = wait_run(api, ns, "tlsbad", timeout=300)
-        assert good["status"]["phase"] == "Succeeded", good["status"]
-        assert bad["status"]["phase"] == "Failed", bad["status"]
-        assert tls["status"]["phase"] == "Succeeded", tls["status"]
-        assert tlsbad["status"]["phase"] == "Failed", tlsbad["status"]
+        assert good["status"]["phase"] == "Succeeded", good["status"].get("message")
+        assert bad["status"]["phase"] == "Failed", bad["status"].get("message")
+        assert tls["status"]["phase"] == "Succeeded", tls["status"].get("message")
+        assert tlsbad["status"]["phase"] == "Failed", tlsbad["status"].get("message")
+        for user in AWKWARD_PASSWORDS:
+            run = wait_run(api, ns, user, timeout=300)
+            assert run["status"]["phase"] == "Succeeded", (user, run["status"].get("message"))
         yield ns, ctl, wrong
     finally:
         ctl.stop()
@@ -122,37 +140,7 @@ def finished(
 
 
 def everything_written(api: client.ApiClient, ns: str, ctl: Controller) -> dict[str, str]:
-    """Run objects with status, Events, ConfigMaps, Jobs, pods (with termination messages),
-    pod logs, the runner ServiceAccount and the controller's log, as text."""
-    core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
-    raw = client.ApiClient.sanitize_for_serialization
-    out: dict[str, str] = {"controller log": ctl.log.read_text()}
-    runs = client.CustomObjectsApi(api).list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)
-    out |= {f"BenchmarkRun {r['metadata']['name']}": json.dumps(r) for r in runs["items"]}
-    out |= {
-        f"Event {e.metadata.name}": json.dumps(raw(api, e))
-        for e in core.list_namespaced_event(ns).items
-    }
-    out |= {
-        f"ConfigMap {c.metadata.name}": json.dumps(raw(api, c))
-        for c in core.list_namespaced_config_map(ns).items
-    }
-    out |= {
-        f"Job {j.metadata.name}": json.dumps(raw(api, j))
-        for j in batch.list_namespaced_job(ns).items
-    }
-    for pod in core.list_namespaced_pod(ns).items:
-        out[f"Pod {pod.metadata.name}"] = json.dumps(raw(api, pod))
-        try:
-            out[f"log of {pod.metadata.name}"] = core.read_namespaced_pod_log(pod.metadata.name, ns)
-        except client.exceptions.ApiException as exc:
-            # A finished Job's pod can be deleted between the list and this read; its log is
-            # then gone for every reader, which is what the search is about.
-            if exc.status != 404:
-                raise
-    for sa in core.list_namespaced_service_account(ns).items:
-        out[f"ServiceAccount {sa.metadata.name}"] = json.dumps(raw(api, sa))
-    return out
+    return leaks.everything_written(api, ns, ctl.log)
 
 
 def test_the_password_appears_nowhere_the_controller_or_its_pods_wrote(
@@ -177,6 +165,33 @@ def test_the_password_appears_nowhere_the_controller_or_its_pods_wrote(
     assert any(r in tlsbad for r in refused), tlsbad[-2000:]
     keys = key_needles(tls_bed.client.key) + key_needles(tls_bed.foreign_client.key)
     assert found(written, keys + needles(str(tls_bed.db["password"]))) == []
+
+
+def test_no_key_of_any_secret_of_the_namespace_appears_anywhere(
+    api: client.ApiClient, core: client.CoreV1Api, finished: tuple[str, Controller, str]
+) -> None:
+    """Not only the passwords and keys the runs use: every value of every Secret."""
+    ns, ctl, _ = finished
+    searched = leaks.secret_needles(core, ns)
+    assert {"db/password", "wrong/password", "mysql-client/tls.key", "pwdouble/password",
+            "pwsingle/password", "pwdouble/user", "pwsingle/user"} <= set(searched)  # fmt: skip
+    hits = leaks.found_secrets(everything_written(api, ns, ctl), searched)
+    assert hits == [], "\n".join(hits[:40])
+
+
+def test_the_search_of_every_secret_key_would_have_found_a_leak(
+    api: client.ApiClient, core: client.CoreV1Api, finished: tuple[str, Controller, str]
+) -> None:
+    """A control: each Secret's values are found in that Secret, read as any reader would."""
+    ns, _, _ = finished
+    raw = client.ApiClient.sanitize_for_serialization
+    texts = {
+        f"Secret {s.metadata.name}": json.dumps(raw(api, s))
+        for s in core.list_namespaced_secret(ns).items
+    }
+    hits = leaks.found_secrets(texts, leaks.secret_needles(core, ns))
+    for name in leaks.secret_needles(core, ns):
+        assert any(h.startswith(f"{name} in Secret {name.split('/')[0]}:") for h in hits), name
 
 
 def test_the_search_would_have_found_a_leak(

@@ -13,6 +13,7 @@ import pymysql.err
 
 from tidb_bench_operator.adapters.tls import explain
 from tidb_bench_operator.domain.cluster.tls import plain_refused_hint
+from tidb_bench_operator.domain.untrusted import HIDDEN_USER, hide_credentials
 from tidb_bench_operator.errors import DatabaseError
 
 
@@ -29,14 +30,28 @@ class DSN:
     tls: ssl.SSLContext | None = None
     #: Where the certificate came from, for messages: `Secret ns/name`, a mounted directory.
     tls_source: str | None = None
+    #: Where the user came from when it is secret (`Secret ns/name key 'user'`): messages
+    #: then name that instead of the user; None: the user is no secret (a command line's).
+    user_source: str | None = None
 
     def __repr__(self) -> str:
         return (
-            f"DSN(host={self.host!r}, port={self.port}, user={self.user!r}, db={self.database!r})"
+            f"DSN(host={self.host!r}, port={self.port}, user={self._shown_user()!r}, "
+            f"db={self.database!r})"
         )
 
+    def _shown_user(self) -> str:
+        return self.user if self.user_source is None else HIDDEN_USER
+
     def where(self) -> str:
-        return f"{self.user}@{self.host}:{self.port}"
+        """`user@host:port`, or `host:port as the user in <user_source>` when it is secret."""
+        if self.user_source is None:
+            return f"{self.user}@{self.host}:{self.port}"
+        return f"{self.host}:{self.port} as the user in {self.user_source}"
+
+    def hide(self, text: str) -> str:
+        """`text` with this DSN's secret user and its password hidden (domain.untrusted)."""
+        return hide_credentials(text, self.user if self.user_source else "", self.password)
 
 
 @contextmanager
@@ -47,7 +62,9 @@ def connect(dsn: DSN, timeout: float = 10.0) -> Iterator[Any]:
             host=dsn.host,
             port=dsn.port,
             user=dsn.user,
-            password=dsn.password,
+            # As bytes: pymysql encodes a str password as latin-1, which fails or differs for
+            # any other letter; the Secret's bytes are UTF-8, and sysbench sends them as they are.
+            password=dsn.password.encode("utf-8"),
             database=dsn.database,
             connect_timeout=timeout,
             read_timeout=max(timeout, 60.0),
@@ -57,7 +74,7 @@ def connect(dsn: DSN, timeout: float = 10.0) -> Iterator[Any]:
         )
     except pymysql.err.MySQLError as exc:
         errno = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
-        text = exc.args[1] if len(exc.args) > 1 else str(exc)
+        text = dsn.hide(str(exc.args[1] if len(exc.args) > 1 else exc))
         tls_problem = explain(exc, peer=f"{dsn.host}:{dsn.port}", source=dsn.tls_source)
         hint = plain_refused_hint(errno, str(text), dsn.tls is not None)
         if tls_problem:

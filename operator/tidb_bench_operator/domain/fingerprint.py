@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import Field
 
 from tidb_bench_operator.domain.api.base import TolerantCamelModel
+from tidb_bench_operator.domain.api.common import StatusInt
 
 #: Global variables that change how fast the same SQL runs. TiDB's first, then MySQL/MariaDB's
 #: (the test bed's stand-in server); a name the server does not know is simply absent.
@@ -87,7 +88,9 @@ class Fingerprint(TolerantCamelModel):
         description="Image digest(s) per component from the pods' status (imageID); several "
         "joined by `,` while pods run different images.",
     )
-    replicas: dict[str, int] = Field(default_factory=dict, description="Replicas per component.")
+    replicas: dict[str, StatusInt] = Field(
+        default_factory=dict, description="Replicas per component."
+    )
     variables: dict[str, str] = Field(
         default_factory=dict, description="Performance-relevant global variables of the server."
     )

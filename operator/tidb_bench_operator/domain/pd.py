@@ -398,3 +398,76 @@ def parse_operators(text_or_obj: str | bytes | Sequence[Any] | None) -> list[Ope
         f"{what}: no JSON array found in the input (expected pd-ctl `operator show` or "
         f"GET /pd/api/v1/operators output); it starts with: {_excerpt(text)}"
     )
+
+
+# ---------------------------------------------------------------------------
+# What an answer lacks, without quoting it
+
+_JSON_TYPES = ((bool, "a boolean"), (int, "a number"), (float, "a number"), (str, "a string"),
+               (list, "an array"), (Mapping, "an object"))  # fmt: skip
+_STORE_FIELDS = ("id", "address")
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), "a value")
+
+
+def _store_mismatch(item: object, where: str) -> str | None:
+    if not isinstance(item, Mapping):
+        return f"{where} is {_json_type(item)}, not a {{'store', 'status'}} object"
+    meta = item.get("store")
+    if not isinstance(meta, Mapping):
+        return (
+            f"{where} has no object 'store'"
+            if meta is None
+            else f"{where}.store is {_json_type(meta)}, not an object"
+        )
+    for key in _STORE_FIELDS:
+        if key not in meta:
+            return f"{where}.store has no field '{key}'"
+    if "state_name" not in meta and "state" not in meta:
+        return f"{where}.store has neither 'state_name' nor 'state'"
+    return None
+
+
+def answer_mismatch(text: str | bytes, kind: str) -> str:
+    """Why `text` is not PD's `stores` or `operators` answer, naming only what was expected.
+
+    For the controller's messages about an endpoint a run's author chose: nothing of the
+    answer is quoted, only its JSON types and which expected field was missing.
+    """
+    raw = decode_text(text) if isinstance(text, bytes | str) else ""
+    if not raw.strip():
+        return "the answer is empty"
+    try:
+        value = loads(raw, f"PD {kind}")
+    except (ValueError, ParseError):
+        return "the answer is not JSON"
+    if isinstance(value, str):
+        return "the answer is a JSON string (PD's form of an error), not PD's " + kind
+    if kind == "operators":
+        if not isinstance(value, list):
+            return f"the answer is {_json_type(value)}, not an array of operators"
+        for i, item in enumerate(value):
+            if isinstance(item, Mapping) and "desc" not in item:
+                return f"[{i}] has no field 'desc'"
+            if not isinstance(item, str | Mapping):
+                return f"[{i}] is {_json_type(item)}, not an operator string or object"
+        return "an operator is not in PD's form (desc {brief} (kind:..., region:...))"
+    if isinstance(value, list):
+        items, where = value, ""
+    elif not isinstance(value, Mapping):
+        return f"the answer is {_json_type(value)}, not an object with 'stores'"
+    elif "stores" not in value:
+        return "the answer has no field 'stores'"
+    elif value["stores"] is not None and not isinstance(value["stores"], list):
+        return f"'stores' is {_json_type(value['stores'])}, not an array"
+    else:
+        items, where = value["stores"] or [], "stores"
+    for i, item in enumerate(items):
+        problem = _store_mismatch(item, f"{where}[{i}]")
+        if problem is not None:
+            return problem
+    return "a store field has a value of the wrong type or range"

@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -73,6 +74,9 @@ class ScheduleState(_Model):
     """What decide() needs from a BenchmarkSchedule object (metadata and status)."""
 
     name: str = Field(description="metadata.name of the BenchmarkSchedule; prefixes run names.")
+    namespace: str = Field(
+        default="", description="metadata.namespace: with the name, the hash of a cut run name."
+    )
     created_at: datetime = Field(
         description="metadata.creationTimestamp: fire times before it were never due."
     )
@@ -204,15 +208,20 @@ def period_seconds(spec: BenchmarkScheduleSpec, at: datetime) -> float:
     return (next_fire_time(spec, first) - first).total_seconds()
 
 
-def compute_run_name(schedule_name: str, scheduled_time: datetime) -> str:
+def compute_run_name(schedule_name: str, scheduled_time: datetime, namespace: str = "") -> str:
     """`<schedule>-<unix-minutes>`: the same fire time always gives the same name.
 
-    The schedule part is shortened when needed so the name fits MAX_RUN_NAME characters.
+    When the name would pass MAX_RUN_NAME characters, the schedule part is cut and followed by
+    8 hex digits of the SHA-256 of `namespace/schedule`, so two schedules whose names share
+    their beginning still get names of their own.
     """
     _require_aware("scheduled_time", scheduled_time)
     suffix = f"-{int(scheduled_time.timestamp()) // 60}"
-    prefix = schedule_name[: MAX_RUN_NAME - len(suffix)].rstrip("-.")
-    return prefix + suffix
+    if len(schedule_name) + len(suffix) <= MAX_RUN_NAME:
+        return schedule_name + suffix
+    digest = hashlib.sha256(f"{namespace}/{schedule_name}".encode()).hexdigest()[:8]
+    prefix = schedule_name[: MAX_RUN_NAME - len(suffix) - len(digest) - 1].rstrip("-.")
+    return f"{prefix}-{digest}{suffix}"
 
 
 def _latest_due(
@@ -302,7 +311,7 @@ def decide(
             missed=count,
             next_time=upcoming,
         )
-    name = compute_run_name(state.name, due)
+    name = compute_run_name(state.name, due, state.namespace)
     others = [run for run in active_runs if run.name != name]
     if len(others) < len(active_runs):
         return ScheduleDecision(

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,7 @@ import pytest
 
 from testbed.fake_kube import FakeKube
 from testbed.fake_pd import DATA_DIR, FakePD, pd_error
+from testbed.planted_http import planted_http
 from tidb_bench_operator.adapters.pd import (
     LOCAL_PD_URL,
     ExecPDClient,
@@ -80,7 +84,7 @@ def test_stores_and_operators_are_read_from_a_real_fake_pd_over_http(fake_pd: Fa
     assert "GET /pd/api/v1/stores" in fake_pd.requests
 
 
-def test_a_500_with_a_json_string_body_becomes_a_response_error_with_pds_message(
+def test_a_500_becomes_a_response_error_with_status_type_and_size_never_the_body(
     fake_pd: FakePD,
 ) -> None:
     fake_pd.set_response(
@@ -89,17 +93,21 @@ def test_a_500_with_a_json_string_body_becomes_a_response_error_with_pds_message
     with pytest.raises(PDResponseError) as info:
         HTTPPDClient(fake_pd.url).stores()
     assert info.value.status == 500
-    assert info.value.body == "[PD:server:ErrServerNotStarted]no leader"
-    assert str(info.value).startswith(
-        f"PD at {fake_pd.url} answered 500 to GET /pd/api/v1/stores: "
-        "[PD:server:ErrServerNotStarted]no leader (PD is unhealthy"
+    assert "ErrServerNotStarted" not in str(info.value) + info.value.body
+    assert re.match(
+        rf"PD at {re.escape(fake_pd.url)} answered HTTP 500 to GET /pd/api/v1/stores "
+        r"\(application/json, \d+ bytes, not quoted; PD is unhealthy",
+        str(info.value),
     )
 
 
 def test_a_plain_text_404_asks_whether_the_url_is_a_pd_at_all(fake_pd: FakePD) -> None:
     fake_pd.remove("/pd/api/v1/operators")
-    with pytest.raises(PDResponseError, match=r"answered 404 .*404 page not found \(is this a PD"):
+    with pytest.raises(
+        PDResponseError, match=r"answered HTTP 404 .*not quoted; is this a PD"
+    ) as info:
         HTTPPDClient(fake_pd.url).operators()
+    assert "page not found" not in str(info.value)
 
 
 def test_connection_refused_names_the_url_what_happened_and_what_to_do(closed_port: int) -> None:
@@ -121,7 +129,7 @@ def test_a_server_that_never_answers_times_out_within_the_clients_timeout(
 
 
 def test_an_unresolvable_host_says_it_cannot_resolve_the_name() -> None:
-    def no_dns(url: str, timeout: float) -> tuple[int, bytes]:
+    def no_dns(url: str, timeout: float) -> tuple[int, bytes, str]:
         raise socket.gaierror(-2, "Name or service not known")
 
     with pytest.raises(PDUnreachableError, match=r"cannot resolve host 'basic-pd.tidb' \(Name or"):
@@ -129,19 +137,45 @@ def test_an_unresolvable_host_says_it_cannot_resolve_the_name() -> None:
 
 
 def test_a_200_that_is_not_store_json_is_a_parse_error_naming_the_source() -> None:
-    def html(url: str, timeout: float) -> tuple[int, bytes]:
-        return 200, b"<html>hello</html>"
+    def html(url: str, timeout: float) -> tuple[int, bytes, str]:
+        return 200, b"<html>hello</html>", "text/html; charset=utf-8"
 
-    with pytest.raises(ParseError, match=r"^PD HTTP http://x:2379: PD stores: no store JSON"):
+    with pytest.raises(ParseError) as info:
         HTTPPDClient("http://x:2379", transport=html).stores()
+    assert str(info.value) == (
+        "PD HTTP http://x:2379: GET /pd/api/v1/stores answered (text/html, 18 bytes, not "
+        "quoted), which is not PD's stores: the answer is not JSON"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "missing"),
+    [
+        (b'{"latest": {"token": "MARKER"}}', "the answer has no field 'stores'"),
+        (b'{"stores": [{"status": {}}]}', "stores[0] has no object 'store'"),
+        (b'{"stores": [{"store": {"id": 1}}]}', "stores[0].store has no field 'address'"),
+        (b'"MARKER"', "the answer is a JSON string (PD's form of an error), not PD's stores"),
+        (b'["MARKER"]', "[0] is a string, not a {'store', 'status'} object"),
+    ],
+)
+def test_an_answer_that_is_not_pds_names_the_missing_field_never_the_answer(
+    body: bytes, missing: str
+) -> None:
+    def answer(url: str, timeout: float) -> tuple[int, bytes, str]:
+        return 200, body, "application/json"
+
+    with pytest.raises((ParseError, PDError)) as info:
+        HTTPPDClient("http://x:2379", transport=answer).stores()
+    assert str(info.value).endswith(missing)
+    assert "MARKER" not in str(info.value)
 
 
 def test_the_fake_transport_receives_the_full_url_and_the_timeout() -> None:
     calls: list[tuple[str, float]] = []
 
-    def transport(url: str, timeout: float) -> tuple[int, bytes]:
+    def transport(url: str, timeout: float) -> tuple[int, bytes, str]:
         calls.append((url, timeout))
-        return 200, b"[]"
+        return 200, b"[]", "application/json"
 
     assert HTTPPDClient("http://pd:2379/", timeout=1.5, transport=transport).operators() == []
     assert calls == [("http://pd:2379/pd/api/v1/operators", 1.5)]
@@ -169,7 +203,7 @@ def test_a_dial_error_is_unreachable_and_says_it_was_read_from_the_output() -> N
     assert info.value.url == "http://127.0.0.1:2379/pd/api/v1/stores"
 
 
-def test_a_500_printed_by_pd_ctl_becomes_a_response_error_with_the_decoded_body() -> None:
+def test_a_500_printed_by_pd_ctl_becomes_a_response_error_without_its_body() -> None:
     with pytest.raises(PDResponseError) as info:
         judge_pd_ctl_output(
             'Failed to get store: [500] "[PD:server:ErrServerNotStarted]no leader"',
@@ -177,11 +211,11 @@ def test_a_500_printed_by_pd_ctl_becomes_a_response_error_with_the_decoded_body(
             where=WHERE,
         )
     assert info.value.status == 500
-    assert info.value.body == "[PD:server:ErrServerNotStarted]no leader"
+    assert "ErrServerNotStarted" not in str(info.value) + info.value.body
 
 
 def test_a_bare_404_from_operator_show_is_a_response_error() -> None:
-    with pytest.raises(PDResponseError, match=r"`pd-ctl operator show`: PD answered 404"):
+    with pytest.raises(PDResponseError, match=r"`pd-ctl operator show`: PD answered HTTP 404"):
         judge_pd_ctl_output("[404] 404 page not found", command="operator show", where=WHERE)
 
 
@@ -262,8 +296,9 @@ def test_exec_client_turns_pd_ctls_exit_0_connection_refused_into_a_pd_error(
 def test_exec_client_reports_a_500_that_pd_ctl_printed_for_operator_show(fake_pd: FakePD) -> None:
     fake_pd.set_response("/pd/api/v1/operators", pd_error(500, "leader is nil"))
     client = ExecPDClient(None, "ns", "basic-pd-1", exec_fn=emulator_exec(fake_pd.url, []))
-    with pytest.raises(PDResponseError, match=r"PD answered 500: leader is nil"):
+    with pytest.raises(PDResponseError, match=r"PD answered HTTP 500 \(") as info:
         client.operators()
+    assert "leader is nil" not in str(info.value)
 
 
 # --- choosing a client ---------------------------------------------------------------------------
@@ -356,7 +391,7 @@ def test_exec_mode_without_a_cluster_says_exec_needs_spec_cluster() -> None:
 
 
 def test_http_mode_does_not_probe_and_no_address_means_no_client() -> None:
-    def unreachable(url: str, timeout: float) -> tuple[int, bytes]:
+    def unreachable(url: str, timeout: float) -> tuple[int, bytes, str]:
         raise AssertionError("HTTP mode must not probe")
 
     client = make_pd_client(
@@ -367,8 +402,8 @@ def test_http_mode_does_not_probe_and_no_address_means_no_client() -> None:
 
 
 def test_auto_keeps_http_when_pd_answers_with_an_error_status() -> None:
-    def sick(url: str, timeout: float) -> tuple[int, bytes]:
-        return 500, json.dumps("no leader").encode()
+    def sick(url: str, timeout: float) -> tuple[int, bytes, str]:
+        return 500, json.dumps("no leader").encode(), "application/json"
 
     client = make_pd_client(
         "Auto",
@@ -378,3 +413,72 @@ def test_auto_keeps_http_when_pd_answers_with_an_error_status() -> None:
         http_transport=sick,
     )
     assert isinstance(client, HTTPPDClient)
+
+
+# --- a planted endpoint: nothing of its answers is quoted -----------------------------------------
+
+MARKER = "planted-7c1e5d"
+
+
+def chain(exc: BaseException | None) -> str:
+    """The texts of an exception and every cause or context a traceback would print."""
+    texts = []
+    while exc is not None:
+        texts.append(repr(exc))
+        exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    return " | ".join(texts)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "expected"),
+    [
+        ("json", "which is not PD's stores: the answer has no field 'stores'"),
+        ("html", "(text/html, 34 bytes, not quoted), which is not PD's stores: the answer is not"),
+        ("error", "answered HTTP 500 to GET /json"),
+        ("redirect", "answered HTTP 302 to GET /redirect"),
+    ],
+)
+def test_a_planted_endpoint_is_described_never_quoted(prefix: str, expected: str) -> None:
+    with planted_http(MARKER) as url:
+        base = f"{url}/{prefix}" if prefix != "error" else f"{url}/error"
+        with pytest.raises((PDError, ParseError)) as info:
+            HTTPPDClient(base, timeout=2.0).stores()
+    text = str(info.value)
+    assert MARKER not in text
+    assert MARKER not in chain(info.value), "not even in a traceback of the controller's log"
+    if prefix == "error":
+        assert "answered HTTP 500 to GET /pd/api/v1/stores" in text
+    elif prefix == "redirect":
+        assert "answered HTTP 302 to GET /pd/api/v1/stores" in text
+        assert "a redirect, which is not followed" in text
+    else:
+        assert expected in text
+
+
+def test_an_answer_that_trickles_is_cut_at_the_clients_timeout() -> None:
+    with planted_http(MARKER) as url:
+        start = time.monotonic()
+        with pytest.raises(PDUnreachableError, match=r"no answer within 1\.5 s") as info:
+            HTTPPDClient(f"{url}/trickle", timeout=1.5).stores()
+    assert time.monotonic() - start < 4.0
+    assert MARKER not in chain(info.value)
+
+
+def test_something_that_is_not_http_is_named_by_its_kind_not_its_text() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+
+        def answer() -> None:
+            conn, _ = sock.accept()
+            with conn:
+                conn.recv(4096)
+                conn.sendall(f"SSH-2.0-{MARKER}\r\n".encode())
+
+        thread = threading.Thread(target=answer, daemon=True)
+        thread.start()
+        with pytest.raises(PDUnreachableError) as info:
+            HTTPPDClient(f"http://127.0.0.1:{sock.getsockname()[1]}", timeout=2.0).stores()
+        thread.join(2.0)
+    assert MARKER not in chain(info.value)
+    assert "not an HTTP answer (BadStatusLine)" in str(info.value)

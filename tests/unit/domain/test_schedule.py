@@ -379,3 +379,20 @@ def test_a_history_entry_without_a_summary_uses_the_best_valid_step() -> None:
 def test_a_running_run_has_no_history_entry_yet() -> None:
     with pytest.raises(ValueError, match="not finished"):
         history_entry("nightly-1", {"phase": "Running"})
+
+
+def test_a_cut_run_name_carries_a_hash_of_the_schedule_so_shared_beginnings_differ() -> None:
+    at = utc(2026, 6, 2, 2)
+    a = compute_run_name("n" * 54 + "-aaaaa", at, "bench")
+    b = compute_run_name("n" * 54 + "-bbbbb", at, "bench")
+    other_ns = compute_run_name("n" * 54 + "-aaaaa", at, "team-b")
+    assert len({a, b, other_ns}) == 3
+    assert all(len(n) <= 63 for n in (a, b, other_ns))
+    assert a == compute_run_name("n" * 54 + "-aaaaa", at, "bench"), "the same time, the same name"
+    assert a.endswith(f"-{int(at.timestamp()) // 60}")
+
+
+def test_a_name_that_fits_is_not_changed() -> None:
+    assert compute_run_name("nightly", utc(2026, 6, 2, 2), "bench") == compute_run_name(
+        "nightly", utc(2026, 6, 2, 2)
+    )

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol, TypeVar
 
-from tidb_bench_operator.domain.pd import Operator, Store
+from tidb_bench_operator.domain.pd import Operator, Store, answer_mismatch
 from tidb_bench_operator.errors import (
     ParseError,
     PDError,
@@ -27,8 +26,9 @@ LOCAL_PD_TLS_URL = "https://127.0.0.1:2379"
 PD_CONTAINER = "pd"
 
 TransportMode = Literal["Auto", "HTTP", "Exec"]
-Transport = Callable[[str, float], tuple[int, bytes]]
-"""GET a URL within a timeout: (status, body) for any HTTP answer; OSError when none came."""
+Transport = Callable[[str, float], tuple[int, bytes, str]]
+"""GET a URL within a timeout: (status, body, content type) for any HTTP answer (redirects
+not followed); OSError when none came."""
 ExecFn = Callable[[str, str, str, Sequence[str], float], str]
 """Run argv in (namespace, pod, container) within a timeout; return stdout then stderr."""
 
@@ -56,20 +56,18 @@ class PDClient(Protocol):
         ...
 
 
-def pd_message(body: bytes) -> str:
-    """PD's error text: handlers answer a JSON string (see above); anything else is excerpted."""
-    text = body.decode("utf-8", errors="replace").strip()
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if isinstance(value, str):
-        return value
-    flat = " ".join(text.split())
-    return flat if len(flat) <= 200 else flat[:197] + "..."
+def answer_facts(body: bytes | str, content_type: str | None = None) -> str:
+    """What may be said of an answer from an endpoint a run's author chose: its content type
+    and size, never its text (a PD URL may lead anywhere the controller can reach)."""
+    size = len(body.encode() if isinstance(body, str) else body)
+    kind = content_type.split(";", 1)[0].strip()[:60] if content_type else ""
+    shown = kind if kind and all(c.isalnum() or c in "/.+-" for c in kind) else "no content type"
+    return f"{shown}, {size} bytes, not quoted"
 
 
 def status_hint(status: int) -> str:
+    if 300 <= status < 400:
+        return "a redirect, which is not followed: set spec.target.pdURL to PD itself"
     if status == 404:
         return "is this a PD address? PD serves its API under /pd/api/v1"
     if status >= 500:
@@ -77,11 +75,22 @@ def status_hint(status: int) -> str:
     return "check the PD address and version"
 
 
-def parse_answer(where: str, parse: Callable[[Any], T], body: str | bytes) -> T:
-    """Run a domain parser, naming the source in its error."""
+def parse_answer(
+    where: str,
+    parse: Callable[[Any], T],
+    body: str | bytes,
+    *,
+    asked: str,
+    kind: Literal["stores", "operators"],
+    content_type: str | None = None,
+) -> T:
+    """Run a domain parser; its error names the source, what was asked and what the answer
+    lacks (domain.pd.answer_mismatch), never the answer's text."""
     try:
         return parse(body)
-    except PDError as exc:
-        raise PDError(f"{where}: {exc}") from exc
-    except ParseError as exc:
-        raise ParseError(f"{where}: {exc}") from exc
+    except (PDError, ParseError) as exc:
+        facts = answer_facts(body, content_type)
+        raise type(exc)(
+            f"{where}: {asked} answered ({facts}), which is not PD's {kind}: "
+            f"{answer_mismatch(body, kind)}"
+        ) from None  # the parser's own message quotes the answer: not even in a traceback

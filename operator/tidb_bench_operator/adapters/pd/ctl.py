@@ -16,8 +16,8 @@ from tidb_bench_operator.adapters.pd.client import (
     PD_CONTAINER,
     PD_CTL,
     ExecFn,
+    answer_facts,
     parse_answer,
-    pd_message,
     status_hint,
 )
 from tidb_bench_operator.domain.cluster.tls import pd_ctl_tls_flags
@@ -60,7 +60,10 @@ def _go_reason(err: str) -> str:
 
 def _classify(err: str, *, command: str, where: str, line: str) -> PDError | None:
     """The PDError a pd-ctl error text stands for, or None if `err` is not an error."""
-    said = f"pd-ctl printed {line!r}; it exits 0 on failure, so this was read from its output"
+    said = (
+        f"pd-ctl printed an error line of {len(line)} characters, not quoted; it exits 0 on "
+        "failure, so this was read from its output"
+    )
     match = _FAILED_TO.match(err)
     if match:
         inner = _classify(match.group("err"), command=command, where=where, line=line)
@@ -71,10 +74,10 @@ def _classify(err: str, *, command: str, where: str, line: str) -> PDError | Non
     match = _HTTP_STATUS.match(err)
     if match:
         status = int(match.group("status"))
-        body = pd_message(match.group("body").encode())
+        body = answer_facts(match.group("body"))
         return PDResponseError(
-            f"{where}: `pd-ctl {command}`: PD answered {status}: {body} "
-            f"({status_hint(status)}; {said})",
+            f"{where}: `pd-ctl {command}`: PD answered HTTP {status} ({body}; "
+            f"{status_hint(status)}; {said})",
             url=LOCAL_PD_URL,
             status=status,
             body=body,
@@ -255,11 +258,19 @@ class ExecPDClient:
 
     def stores(self) -> list[Store]:
         """pd-ctl `store` (= GET /stores, with `state` zeroed: state_name is what counts)."""
-        return parse_answer(self.describe(), parse_stores, self.run("store"))
+        return parse_answer(
+            self.describe(), parse_stores, self.run("store"), asked="pd-ctl `store`", kind="stores"
+        )
 
     def operators(self) -> list[Operator]:
         """pd-ctl `operator show` (= GET /operators, body printed as is)."""
-        return parse_answer(self.describe(), parse_operators, self.run("operator", "show"))
+        return parse_answer(
+            self.describe(),
+            parse_operators,
+            self.run("operator", "show"),
+            asked="pd-ctl `operator show`",
+            kind="operators",
+        )
 
 
 class UnavailablePDClient:

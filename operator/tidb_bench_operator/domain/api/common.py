@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Annotated, Literal, get_args
 
 from pydantic import (
     AfterValidator,
     BeforeValidator,
+    Field,
     StringConstraints,
     WithJsonSchema,
 )
 
 from tidb_bench_operator.domain.api.base import CamelModel, TolerantCamelModel
+
+#: The longest time any field of either resource may hold: ten years. Every duration is added
+#: to a timestamp as a timedelta (whose limit is 999999999 days) or slept; ten years keeps
+#: all of them far inside their limits and is longer than any benchmark means.
+MAX_SECONDS = 10 * 365 * 24 * 3600
+#: The largest count a spec field may hold where no smaller limit is natural.
+MAX_COUNT = 1_000_000
+#: The bound of every integer the controller writes into a status (counts, indexes, events):
+#: the largest integer every JSON reader keeps exactly.
+MAX_STATUS_INT = 2**53 - 1
 
 GROUP = "tidbbench.io"
 VERSION = "v1alpha1"
@@ -87,6 +99,48 @@ QUANTITY = (
     r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)"
     r"(([KMGTPE]i)|[numkMGTPE]|[eE][+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+))?$"
 )
+
+#: A PD URL is a scheme, a host (a DNS name, IPv4 or [IPv6]), an optional port and an optional
+#: path prefix: no userinfo, query or fragment, so nothing the controller appends
+#: (`/pd/api/v1/...`) can become a query string or a different host.
+PD_URL = (
+    r"^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?)(:[0-9]{1,5})?"
+    r"(/[-A-Za-z0-9._~%!$&'()*+,;=:]*)*$"
+)
+MAX_PD_URL = 512
+
+
+def _pd_url(value: str) -> str:
+    """A PD URL as PD_URL says, the reason named when it is not."""
+    if len(value) > MAX_PD_URL:
+        raise ValueError(f"is {len(value)} characters long; at most {MAX_PD_URL}")
+    scheme, sep, rest = value.partition("://")
+    if not sep or scheme not in ("http", "https"):
+        raise ValueError("must start with http:// or https://")
+    authority = rest.split("/", 1)[0]
+    for char, what in (("@", "userinfo (user@)"), ("?", "a query (?)"), ("#", "a fragment (#)")):
+        if char in value:
+            raise ValueError(
+                f"has {what}; a PD URL is scheme://host[:port][/path prefix] and nothing else"
+            )
+    port = authority.rsplit("]", 1)[-1].partition(":")[2]
+    if port and not (port.isdigit() and 1 <= int(port) <= 65535):
+        raise ValueError(f"port {port!r} is outside 1..65535")
+    if not re.fullmatch(PD_URL, value):
+        raise ValueError(
+            "is not scheme://host[:port][/path prefix] (host: a DNS name, an IPv4 address or "
+            "[IPv6]; no spaces)"
+        )
+    return value
+
+
+StatusInt = Annotated[int, Field(le=MAX_STATUS_INT)]
+
+PdUrl = Annotated[
+    str,
+    AfterValidator(_pd_url),
+    WithJsonSchema({"type": "string", "maxLength": MAX_PD_URL, "pattern": PD_URL}),
+]
 
 
 def _quantity_text(value: object) -> object:

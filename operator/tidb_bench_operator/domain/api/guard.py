@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import Field
 
 from tidb_bench_operator.domain.api.base import CamelModel, TolerantCamelModel
+from tidb_bench_operator.domain.api.common import MAX_COUNT, StatusInt
 
 GuardPolicy = Literal["Flag", "Retry", "Abort", "Off"]
 DisturbanceSource = Literal["Kubernetes", "PD", "sysbench"]
@@ -50,6 +51,7 @@ class Guard(CamelModel):
     max_pending_operators: int = Field(
         default=3,
         ge=0,
+        le=MAX_COUNT,
         description="More pending PD operators than this during a step is a disturbance.",
     )
     max_leader_move_percent: float = Field(
@@ -131,7 +133,9 @@ class GuardLook(TolerantCamelModel):
     stores: dict[str, str] = Field(
         default_factory=dict, description="PD store id → state name (empty: PD not read)."
     )
-    leaders: dict[str, int] = Field(default_factory=dict, description="PD store id → leader count.")
+    leaders: dict[str, StatusInt] = Field(
+        default_factory=dict, description="PD store id → leader count."
+    )
     pd_leader: str | None = Field(default=None, description="PD's leader member name.")
     pd_read: bool = Field(default=False, description="True once PD answered for this step.")
     cluster_read: bool = Field(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from tidb_bench_operator.domain.api.base import CamelModel
+from tidb_bench_operator.domain.api.common import MAX_STATUS_INT
 
 
 class Latency(CamelModel):
@@ -13,7 +14,9 @@ class Latency(CamelModel):
     min: float = Field(description="Minimum latency of one event, in milliseconds.")
     avg: float = Field(description="Average latency of one event, in milliseconds.")
     max: float = Field(description="Maximum latency of one event, in milliseconds.")
-    percentile: int = Field(description="Which percentile `value` is (sysbench --percentile).")
+    percentile: int = Field(
+        le=MAX_STATUS_INT, description="Which percentile `value` is (sysbench --percentile)."
+    )
     value: float | None = Field(
         description="Latency at `percentile`, in milliseconds; null when sysbench printed none "
         "(percentile disabled) or when 0.00 means 'no events' rather than a real latency."
@@ -24,8 +27,12 @@ class StepResult(CamelModel):
     """One step's end-of-run numbers: a (workload, threads) point of the sweep."""
 
     workload: str = Field(description="sysbench test name, e.g. oltp_point_select.")
-    threads: int = Field(description="sysbench --threads per client for this step.")
-    clients: int = Field(default=1, description="How many client pods were combined.")
+    threads: int = Field(
+        le=MAX_STATUS_INT, description="sysbench --threads per client for this step."
+    )
+    clients: int = Field(
+        le=MAX_STATUS_INT, default=1, description="How many client pods were combined."
+    )
     tps: float = Field(description="Transactions (events) per second, summed over clients.")
     qps: float = Field(description="Queries per second, summed over clients.")
     read_qps: float = Field(description="Read queries per second.")
@@ -34,7 +41,7 @@ class StepResult(CamelModel):
     latency_ms: Latency = Field(description="Latency summary in milliseconds.")
     errors_per_sec: float = Field(description="Ignored errors per second.")
     reconnects_per_sec: float = Field(description="Reconnects per second.")
-    events: int = Field(description="Total number of events (transactions).")
+    events: int = Field(le=MAX_STATUS_INT, description="Total number of events (transactions).")
     duration_seconds: float = Field(description="sysbench's measured total time, in seconds.")
     sysbench_version: str = Field(description="sysbench version from the output header.")
 

@@ -16,7 +16,9 @@ from pydantic import (
 from tidb_bench_operator.domain.api.common import (
     DNS_LABEL,
     DNS_SUBDOMAIN,
+    MAX_SECONDS,
     SECRET_KEY,
+    PdUrl,
     PreflightCheckName,
     Quantity,
     SpecModel,
@@ -77,12 +79,13 @@ class Target(SpecModel):
         description="TiDB (MySQL protocol) host; overrides `<cluster>-tidb` when both are given.",
     )
     port: int = Field(default=4000, ge=1, le=65535, description="TiDB (MySQL protocol) port.")
-    pd_url: str | None = Field(
+    pd_url: PdUrl | None = Field(
         default=None,
         alias="pdURL",
-        pattern=r"^https?://\S+$",
-        description="PD base URL, e.g. `http://basic-pd.tidb-cluster:2379`; overrides the one "
-        "derived from `cluster`. PD-based preflight checks need a PD address from one of the two.",
+        description="PD base URL, e.g. `http://basic-pd.tidb-cluster:2379`: scheme, host, "
+        "optional port and path prefix (no userinfo, query or fragment; redirects are not "
+        "followed); overrides the one derived from `cluster`. PD-based preflight checks need a "
+        "PD address from one of the two.",
     )
 
 
@@ -214,6 +217,7 @@ class Toleration(SpecModel):
     toleration_seconds: int | None = Field(
         default=None,
         ge=0,
+        le=MAX_SECONDS,
         description="For NoExecute: how long the pod stays bound after the taint appears.",
     )
 
@@ -429,6 +433,7 @@ class BenchmarkRunSpec(SpecModel):
     ttl_seconds_after_finished: int | None = Field(
         default=None,
         ge=0,
+        le=MAX_SECONDS,
         description="Delete the run's Jobs and pods this long after it finishes; the "
         "BenchmarkRun and its results are kept. Unset: keep them.",
     )

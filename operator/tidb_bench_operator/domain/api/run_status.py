@@ -11,8 +11,10 @@ from pydantic import (
 )
 
 from tidb_bench_operator.domain.api.common import (
+    MAX_STATUS_INT,
     PREFLIGHT_CHECK_NAMES,
     RunPhase,
+    StatusInt,
     StatusModel,
     StepPhase,
 )
@@ -47,7 +49,7 @@ class PreflightCheck(StatusModel):
     name: str = Field(description="Check name: " + ", ".join(PREFLIGHT_CHECK_NAMES) + ".")
     status: CheckStatus = Field(description="Pass, Warn or Fail.")
     message: str = Field(default="", description="What was measured and what to do about it.")
-    stores: list[int] = Field(
+    stores: list[StatusInt] = Field(
         default_factory=list, description="TiKV store ids the verdict is about, if any."
     )
 
@@ -59,7 +61,9 @@ class PreflightStatus(StatusModel):
     last_evaluated: datetime | None = Field(
         default=None, description="When the checks were last evaluated."
     )
-    attempts: int = Field(default=0, ge=0, description="How many evaluations have run so far.")
+    attempts: int = Field(
+        le=MAX_STATUS_INT, default=0, ge=0, description="How many evaluations have run so far."
+    )
 
 
 def _result_text(name: str) -> str | None:
@@ -70,7 +74,9 @@ def _result_text(name: str) -> str | None:
 class Trial(StatusModel):
     """One measurement of a step; with spec.repeats > 1 a step has several."""
 
-    round: int = Field(ge=0, description="Sweep round the trial was measured in, from 0.")
+    round: int = Field(
+        le=MAX_STATUS_INT, ge=0, description="Sweep round the trial was measured in, from 0."
+    )
     result: StepResult = Field(description="The trial's numbers (clients combined).")
     valid: bool | None = Field(default=None, description="Whether the trial can be trusted.")
     client_saturated: bool | None = Field(
@@ -87,13 +93,17 @@ class Trial(StatusModel):
 class StepStatus(StatusModel):
     """One step of the sweep: a (workload, threads) point, its progress and numbers."""
 
-    index: int = Field(ge=0, description="Position of the step in the sweep, from 0.")
+    index: int = Field(
+        le=MAX_STATUS_INT, ge=0, description="Position of the step in the sweep, from 0."
+    )
     workload: Workload = Field(description=_result_text("workload"))
-    threads: int = Field(ge=1, description=_result_text("threads"))
+    threads: int = Field(le=MAX_STATUS_INT, ge=1, description=_result_text("threads"))
     phase: StepPhase = Field(
         default=StepPhase.PENDING, description="Pending, Running, Succeeded or Failed."
     )
-    clients: int | None = Field(default=None, description=_result_text("clients"))
+    clients: int | None = Field(
+        le=MAX_STATUS_INT, default=None, description=_result_text("clients")
+    )
     tps: float | None = Field(default=None, description=_result_text("tps"))
     qps: float | None = Field(default=None, description=_result_text("qps"))
     read_qps: float | None = Field(default=None, description=_result_text("read_qps"))
@@ -104,7 +114,7 @@ class StepStatus(StatusModel):
     reconnects_per_sec: float | None = Field(
         default=None, description=_result_text("reconnects_per_sec")
     )
-    events: int | None = Field(default=None, description=_result_text("events"))
+    events: int | None = Field(le=MAX_STATUS_INT, default=None, description=_result_text("events"))
     duration_seconds: float | None = Field(
         default=None, description=_result_text("duration_seconds")
     )
@@ -139,7 +149,10 @@ class StepStatus(StatusModel):
         "spec.noisyCvPercent.",
     )
     attempt: int = Field(
-        default=0, ge=0, description="Retries so far (spec.stepRetries bounds them); 0: first run."
+        le=MAX_STATUS_INT,
+        default=0,
+        ge=0,
+        description="Retries so far (spec.stepRetries bounds them); 0: first run.",
     )
     pod_names: list[str] = Field(
         default_factory=list,
@@ -151,7 +164,10 @@ class StepStatus(StatusModel):
         "object); any makes the step invalid. With trials, each trial has its own.",
     )
     guard_retries: int = Field(
-        default=0, ge=0, description="Times the step was measured again after a disturbance."
+        le=MAX_STATUS_INT,
+        default=0,
+        ge=0,
+        description="Times the step was measured again after a disturbance.",
     )
     guard_wait_since: datetime | None = Field(
         default=None,
@@ -188,18 +204,22 @@ class SweepNumbers(StatusModel):
     """A sweep's verdict: the numbers every summary has (run, workload, analysis)."""
 
     peak_qps: float | None = Field(default=None, description="Highest QPS of any valid step.")
-    peak_threads: int | None = Field(default=None, description="Threads of the peak-QPS step.")
+    peak_threads: int | None = Field(
+        le=MAX_STATUS_INT, default=None, description="Threads of the peak-QPS step."
+    )
     peak_latency_ms: float | None = Field(
         default=None,
         description="Latency at spec.percentile (p95 by default) of the peak-QPS step, in ms.",
     )
     recommended_threads: int | None = Field(
+        le=MAX_STATUS_INT,
         default=None,
         description="Threads of the highest-QPS step whose percentile latency meets the SLO "
         "(the peak step when no SLO is set); null when no step meets it.",
     )
     recommended_qps: float | None = Field(default=None, description="QPS of the recommended step.")
     saturation_threads: int | None = Field(
+        le=MAX_STATUS_INT,
         default=None,
         description="Threads of the knee: the first step after which QPS stops rising while "
         "latency keeps growing; null when the sweep did not reach it.",
@@ -239,7 +259,7 @@ class Environment(StatusModel):
     images: dict[str, str] = Field(
         default_factory=dict, description="Image per component (pd, tikv, tidb, tiflash, bench)."
     )
-    replicas: dict[str, int] = Field(
+    replicas: dict[str, StatusInt] = Field(
         default_factory=dict, description="Replicas per component (pd, tikv, tidb, tiflash)."
     )
     nodes: list[str] = Field(
@@ -260,7 +280,7 @@ class ResolvedEndpoint(StatusModel):
         description="TidbCluster (TiDB Operator v1) or Cluster (v2); unset with spec.target alone.",
     )
     host: str = Field(description="TiDB (MySQL protocol) host the clients connect to.")
-    port: int = Field(description="TiDB (MySQL protocol) port.")
+    port: int = Field(le=MAX_STATUS_INT, description="TiDB (MySQL protocol) port.")
     pd_url: str | None = Field(default=None, alias="pdURL", description="PD base URL, if any.")
     pd_tls_secret: str | None = Field(
         default=None,
@@ -296,7 +316,7 @@ class BenchmarkRunStatus(StatusModel):
     )
     conditions: list[Condition] = Field(default_factory=list, description="Latest observations.")
     observed_generation: int | None = Field(
-        default=None, description="metadata.generation the status describes."
+        le=MAX_STATUS_INT, default=None, description="metadata.generation the status describes."
     )
     waiting_for: str | None = Field(
         default=None,
@@ -307,7 +327,7 @@ class BenchmarkRunStatus(StatusModel):
     finished_at: datetime | None = Field(default=None, description="When the run finished.")
     preflight: PreflightStatus | None = Field(default=None, description="Preflight verdicts.")
     current_step: int | None = Field(
-        default=None, description="Index in `steps` of the step running now."
+        le=MAX_STATUS_INT, default=None, description="Index in `steps` of the step running now."
     )
     steps: list[StepStatus] = Field(
         default_factory=list, description="One entry per (workload, threads), in run order."
@@ -315,6 +335,7 @@ class BenchmarkRunStatus(StatusModel):
     summary: SweepSummary | None = Field(default=None, description="The sweep's verdict.")
     environment: Environment | None = Field(default=None, description="What was measured.")
     invalid_steps: int | None = Field(
+        le=MAX_STATUS_INT,
         default=None,
         description="Steps measured but not valid (late clients or disturbances): their "
         "numbers are kept and never recommended.",
@@ -328,7 +349,9 @@ class BenchmarkRunStatus(StatusModel):
         description="ConfigMap in the run's namespace holding the step results as JSON.",
     )
     current_round: int | None = Field(
-        default=None, description="Sweep round (trial) running now, from 0 (spec.repeats)."
+        le=MAX_STATUS_INT,
+        default=None,
+        description="Sweep round (trial) running now, from 0 (spec.repeats).",
     )
     fingerprint: Fingerprint | None = Field(
         default=None,

@@ -22,6 +22,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import Field, ValidationError
 
 from tidb_bench_operator.domain.api.base import TolerantCamelModel
+from tidb_bench_operator.domain.api.common import MAX_STATUS_INT
 from tidb_bench_operator.domain.api.results import StepResult
 from tidb_bench_operator.domain.sysbench import combine_step_results
 
@@ -36,7 +37,9 @@ SERIES_MARKER = "TIDB-BENCH-SERIES "
 
 
 class _Message(TolerantCamelModel):
-    v: int = Field(default=RESULT_VERSION, description="Version of the message's schema.")
+    v: int = Field(
+        le=MAX_STATUS_INT, default=RESULT_VERSION, description="Version of the message's schema."
+    )
 
 
 class ClientCpu(TolerantCamelModel):
@@ -78,17 +81,21 @@ class DatasetReport(_Message):
         description="prepared: loaded now; reused: present with the right row counts; "
         "verified: present (prepare: Never); cleaned: dropped."
     )
-    tables: int = Field(description="How many tables.")
+    tables: int = Field(le=MAX_STATUS_INT, description="How many tables.")
     reason: Literal["missing", "stale"] | None = Field(
         default=None, description="Why it was loaded: no tables, or tables of another size."
     )
     seconds: float | None = Field(default=None, description="How long loading took.")
     analyzed: int | None = Field(
-        default=None, description="Tables analyzed after prepare (ANALYZE TABLE)."
+        le=MAX_STATUS_INT,
+        default=None,
+        description="Tables analyzed after prepare (ANALYZE TABLE).",
     )
     analyze_seconds: float | None = Field(default=None, description="How long that took.")
     warmed: int | None = Field(
-        default=None, description="Tables read through their index to warm the cache."
+        le=MAX_STATUS_INT,
+        default=None,
+        description="Tables read through their index to warm the cache.",
     )
     warm_up_seconds: float | None = Field(default=None, description="How long that took.")
 

@@ -11,7 +11,13 @@ from pydantic import (
     Field,
 )
 
-from tidb_bench_operator.domain.api.common import SpecModel, StatusModel, TerminalPhase
+from tidb_bench_operator.domain.api.common import (
+    MAX_SECONDS,
+    MAX_STATUS_INT,
+    SpecModel,
+    StatusModel,
+    TerminalPhase,
+)
 from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 from tidb_bench_operator.domain.api.run_status import Condition
 from tidb_bench_operator.domain.api.verdicts import (
@@ -74,6 +80,7 @@ class BenchmarkScheduleSpec(SpecModel):
     starting_deadline_seconds: int | None = Field(
         default=None,
         ge=0,
+        le=MAX_SECONDS,
         description="A run not started within this many seconds of its time is skipped.",
     )
     successful_runs_history_limit: int = Field(
@@ -121,7 +128,7 @@ class HistoryStep(StatusModel):
     """One step's numbers kept in a schedule's history, for later regression baselines."""
 
     workload: str = Field(description="sysbench test name.")
-    threads: int = Field(ge=1, description="Threads per client.")
+    threads: int = Field(le=MAX_STATUS_INT, ge=1, description="Threads per client.")
     qps: float = Field(description="The step's QPS (all clients combined).")
     latency_ms: float | None = Field(
         default=None, description="The step's percentile latency, in milliseconds."
@@ -154,6 +161,7 @@ class HistoryEntry(StatusModel):
         description="Regressed, Improved, NoChange or Inconclusive against the baseline.",
     )
     invalid_trials: int | None = Field(
+        le=MAX_STATUS_INT,
         default=None,
         description="Trials (or steps measured once) left out of comparisons as invalid.",
     )
@@ -195,6 +203,6 @@ class BenchmarkScheduleStatus(StatusModel):
     )
     conditions: list[Condition] = Field(default_factory=list, description="Latest observations.")
     observed_generation: int | None = Field(
-        default=None, description="metadata.generation the status describes."
+        le=MAX_STATUS_INT, default=None, description="metadata.generation the status describes."
     )
     message: str | None = Field(default=None, description="Latest notable event, in one sentence.")

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field
 
 from tidb_bench_operator.domain.api.base import TolerantCamelModel
+from tidb_bench_operator.domain.api.common import MAX_STATUS_INT
 
 Verdict = Literal["Regressed", "Improved", "NoChange", "Inconclusive"]
 #: A step whose trials' coefficient of variation exceeds this (in percent) is marked noisy.
@@ -26,7 +27,7 @@ class _Camel(TolerantCamelModel):
 class TrialSummary(_Camel):
     """What N trials of one step say together."""
 
-    n: int = Field(description="Number of trials.")
+    n: int = Field(le=MAX_STATUS_INT, description="Number of trials.")
     median: float = Field(description="Median of the trials: the headline number.")
     mean: float = Field(description="Mean of the trials.")
     ci_low: float | None = Field(
@@ -47,7 +48,7 @@ class StepVerdict(_Camel):
     """One (workload, threads) step of a run against the same step of the baseline runs."""
 
     workload: str = Field(description="sysbench test name.")
-    threads: int = Field(description="Threads per client.")
+    threads: int = Field(le=MAX_STATUS_INT, description="Threads per client.")
     verdict: Verdict = Field(description="Regressed, Improved, NoChange or Inconclusive.")
     effect_percent: float | None = Field(
         default=None,
@@ -64,9 +65,11 @@ class StepVerdict(_Camel):
         default=None,
         description="The p-value after the Benjamini–Hochberg correction over the run's steps.",
     )
-    trials: int = Field(description="This run's trials of the step.")
-    baseline_trials: int = Field(description="Baseline trials of the step, pooled over runs.")
-    baseline_runs: int = Field(description="Baseline runs that had the step.")
+    trials: int = Field(le=MAX_STATUS_INT, description="This run's trials of the step.")
+    baseline_trials: int = Field(
+        le=MAX_STATUS_INT, description="Baseline trials of the step, pooled over runs."
+    )
+    baseline_runs: int = Field(le=MAX_STATUS_INT, description="Baseline runs that had the step.")
     median_qps: float | None = Field(default=None, description="Median of this run's trials.")
     baseline_median_qps: float | None = Field(
         default=None, description="Median of the baseline trials."
@@ -83,9 +86,11 @@ class RunComparison(_Camel):
     )
     min_effect_percent: float = Field(description="Smallest change that counts, in percent.")
     alpha: float = Field(description="Significance level after the correction.")
-    baseline_runs: int = Field(description="Baseline runs compared with.")
+    baseline_runs: int = Field(le=MAX_STATUS_INT, description="Baseline runs compared with.")
     excluded_invalid: int = Field(
-        default=0, description="Baseline and current trials left out because they were invalid."
+        le=MAX_STATUS_INT,
+        default=0,
+        description="Baseline and current trials left out because they were invalid.",
     )
     steps: list[StepVerdict] = Field(default_factory=list, description="Per-step verdicts.")
     message: str = Field(description="One line saying what was found.")
@@ -94,7 +99,7 @@ class RunComparison(_Camel):
 class ChangePoint(_Camel):
     """Where a series' level moved: the first point at the new level."""
 
-    index: int = Field(description="Index of the first point after the change.")
+    index: int = Field(le=MAX_STATUS_INT, description="Index of the first point after the change.")
     p_value: float = Field(description="Permutation p-value of the split.")
     before_median: float = Field(description="Median of the segment before the change.")
     after_median: float = Field(description="Median of the segment after the change.")
@@ -105,7 +110,7 @@ class StepChangePoint(TolerantCamelModel):
     """Where one step's nightly QPS moved to another level."""
 
     workload: str = Field(description="sysbench test name.")
-    threads: int = Field(description="Threads per client.")
+    threads: int = Field(le=MAX_STATUS_INT, description="Threads per client.")
     run: str = Field(description="The first run at the new level.")
     previous_run: str | None = Field(default=None, description="The last run at the old level.")
     p_value: float = Field(description="Permutation p-value of the change (E-Divisive means).")

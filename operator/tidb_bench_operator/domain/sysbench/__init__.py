@@ -4,6 +4,7 @@ The facts about sysbench this package relies on (output formats, quirks, exit co
 docs/sysbench.md with their upstream sources. Modules, by job:
 
 - options: the workloads, the extraArgs allow-list and the argv builder;
+- config_file: the --config-file line that carries the password, and what it cannot carry;
 - model / parse: what one invocation printed, read line by line (streaming);
 - quirks: the notes a reader needs about sysbench's known quirks;
 - diagnose: why a run has no usable report, as one precise SysbenchError;

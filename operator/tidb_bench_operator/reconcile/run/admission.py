@@ -30,6 +30,7 @@ from tidb_bench_operator.domain.manifests import (
 )
 from tidb_bench_operator.domain.objects import JSON
 from tidb_bench_operator.domain.preflight.placement import eligible_bench_nodes
+from tidb_bench_operator.domain.sysbench.config_file import uncarried
 from tidb_bench_operator.errors import KubeForbidden, SpecError
 from tidb_bench_operator.reconcile.run.context import RunContext
 
@@ -99,6 +100,9 @@ def check_inputs(ctx: RunContext) -> tuple[str, str] | None:
             f"(it has: {', '.join(sorted(keys)) or 'no keys'}); add the key or set "
             f"spec.credentials.{f} to one of those",
         )
+    problem = check_password(ctx)
+    if problem is not None:
+        return problem
     selector = spec.placement.node_selector
     nodes = kube.nodes()
     if selector:
@@ -146,6 +150,32 @@ def too_few_bench_nodes(spec: BenchmarkRunSpec, nodes: list[JSON]) -> tuple[str,
         f"{' (' + ', '.join(eligible) + ')' if eligible else ''}{why}; each client runs on a "
         "node of its own: label more benchmark nodes, tolerate their taints, or lower "
         "spec.clients",
+    )
+
+
+def check_password(ctx: RunContext) -> tuple[str, str] | None:
+    """A password sysbench's config file cannot carry fails here, before any Job.
+
+    The message names the Secret, the key and the kind of character, never the value
+    (domain/sysbench/config_file.py says what sysbench can carry).
+    """
+    ref, namespace = ctx.spec.credentials, ctx.run.namespace
+    where = f"Secret {namespace}/{ref.secret_ref.name} key {ref.password_key!r}"
+    try:
+        password = ctx.kube.secret_value(namespace, ref.secret_ref.name, ref.password_key)
+    except KubeForbidden as exc:
+        return ("NotPermitted", not_permitted(namespace, exc))
+    except UnicodeDecodeError:
+        problem: str | None = "bytes that are not UTF-8 text"
+    else:
+        problem = None if password is None else uncarried(password)
+    if problem is None:
+        return None
+    return (
+        "PasswordNotCarried",
+        f"spec.credentials.passwordKey: the password in {where} has {problem}, which "
+        "sysbench cannot be given (its --config-file is the only way that keeps the password "
+        "out of process arguments); change the password",
     )
 
 

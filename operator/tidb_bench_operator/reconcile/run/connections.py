@@ -49,6 +49,8 @@ def run_dsn(kube: Kube, spec: BenchmarkRunSpec, namespace: str, endpoint: Endpoi
         password or "",
         tls=tls,
         tls_source=f"Secret {namespace}/{secret}" if secret else None,
+        # A user read from a Secret is secret: messages name its Secret key, not its value.
+        user_source=f"Secret {namespace}/{ref.secret_ref.name} key {ref.user_key!r}",
     )
 
 

@@ -48,6 +48,10 @@ class RunKube(Protocol):
         """The keys of a Secret (never its values), or None when it does not exist."""
         ...
 
+    def secret_value(self, namespace: str, name: str, key: str) -> str | None:
+        """One decoded Secret value, for a check in memory only: never logged or stored."""
+        ...
+
     def nodes(self) -> list[JSON]:
         """All Nodes."""
         ...

@@ -316,7 +316,10 @@ class ScheduleReconciler:
         st, ref = ctx.st, ctx.ref
         created_at = parse_time(body["metadata"].get("creationTimestamp")) or ctx.now
         state = ScheduleState(
-            name=ref.name, created_at=created_at, last_schedule_time=st.last_schedule_time
+            name=ref.name,
+            namespace=ref.namespace,
+            created_at=created_at,
+            last_schedule_time=st.last_schedule_time,
         )
         running = sorted(
             active,
@@ -360,13 +363,29 @@ class ScheduleReconciler:
             names = [n for n in names if n != name]
         template = dict((body.get("spec") or {}).get("template") or {})
         manifest = build_scheduled_run(ref, decision.run_name, decision.scheduled_time, template)
-        _, new = self.kube.create_benchmark_run(manifest)
+        existing, new = self.kube.create_benchmark_run(manifest)
+        if not new and not _owned_by(existing, ref.uid):
+            self._name_taken(ctx, decision.run_name)
+            return names
         st.last_schedule_time = decision.scheduled_time
         st.message = decision.reason
         if new:
             self._event(ctx, ref, "BenchmarkSchedule", "Normal", "Scheduled", decision.reason)
         set_condition(st.conditions, "Scheduling", "True", "Created", decision.reason, ctx.now)
         return [*names, decision.run_name] if decision.run_name not in names else names
+
+    def _name_taken(self, ctx: _Ctx, name: str) -> None:
+        """A run of that name exists and is not this schedule's: never adopted, reported."""
+        st = ctx.st
+        message = (
+            f"BenchmarkRun {ctx.ref.namespace}/{name} exists and is not owned by this schedule "
+            "(its ownerReferences name another uid); it is not adopted and no run was created "
+            "for this time: delete or rename that run, or rename the schedule"
+        )
+        if condition_reason(st.conditions, "Scheduling") != "NameTaken" or st.message != message:
+            self._event(ctx, ctx.ref, "BenchmarkSchedule", "Warning", "NameTaken", message)
+        set_condition(st.conditions, "Scheduling", "False", "NameTaken", message, ctx.now)
+        st.message = message
 
     def _hold(self, ctx: _Ctx, decision: ScheduleDecision) -> None:
         """Forbid: one event per held-back fire time, not one per look."""
@@ -410,6 +429,12 @@ class ScheduleReconciler:
     def _finish(self, ctx: _Ctx, old: dict[str, Any]) -> ScheduleOutcome:
         ctx.out.status = status_patch(old, ctx.st)
         return ctx.out
+
+
+def _owned_by(run: Mapping[str, Any], uid: str) -> bool:
+    """Whether one of `run`'s ownerReferences is the object with `uid`."""
+    owners = (run.get("metadata") or {}).get("ownerReferences")
+    return any(isinstance(o, dict) and o.get("uid") == uid for o in owners or [])
 
 
 def _phase(run: Mapping[str, Any]) -> str:

@@ -224,3 +224,34 @@ def test_waiting_for_is_removed_with_a_merge_patch_null_once_the_blocker_finishe
     waiting = bed.condition("Waiting")
     assert (waiting["status"], waiting["reason"]) == ("False", "ClusterFree")
     assert waiting["lastTransitionTime"] == "2024-06-01T02:00:05Z"
+
+
+@pytest.mark.parametrize(
+    ("password", "kind"),
+    [
+        ("new\nline", "a newline"),
+        ("both\"quote'kinds", "both a double quote and a single quote"),
+        ("x" * 239, "239 bytes of UTF-8, more than the 238"),
+    ],
+)
+def test_a_password_sysbench_cannot_carry_fails_at_pending_by_its_kind(
+    password: str, kind: str
+) -> None:
+    bed = Bed(with_secret=False)
+    bed.kube.add_secret(NS, SECRET, {"user": "bench", "password": password})
+    bed.reconcile()
+    bed.failed_with("PasswordNotCarried")
+    assert bed.status["message"].startswith(
+        f"spec.credentials.passwordKey: the password in Secret bench/bench-creds key "
+        f"'password' has {kind}"
+    )
+    assert password not in everything_written(bed)
+    assert bed.kube.create_job_calls == []
+
+
+@pytest.mark.parametrize("password", [" spaced out ", 'a"b', "a'b", "\\#=;", "pässwörd", "x" * 80])
+def test_any_password_sysbench_can_carry_is_admitted(password: str) -> None:
+    bed = Bed(with_secret=False)
+    bed.kube.add_secret(NS, SECRET, {"user": "bench", "password": password})
+    bed.reconcile()
+    assert bed.status["phase"] != "Failed", bed.status.get("message")

@@ -495,7 +495,7 @@ def test_policy_off_runs_no_checks_but_still_reports_versions(fake_pd: FakePD) -
 def test_when_pd_gives_no_answer_at_all_the_gate_does_not_wait_for_it_twice() -> None:
     asked: list[str] = []
 
-    def refused(url: str, timeout: float) -> tuple[int, bytes]:
+    def refused(url: str, timeout: float) -> tuple[int, bytes, str]:
         asked.append(url)
         raise ConnectionRefusedError(111, "Connection refused")
 

@@ -13,7 +13,7 @@ import yaml
 
 from testbed.fake_kube import FakeClock, FakeKube, rfc3339
 from tidb_bench_operator.domain.api.resources import parse_schedule_spec
-from tidb_bench_operator.domain.schedule import next_fire_time
+from tidb_bench_operator.domain.schedule import compute_run_name, next_fire_time
 from tidb_bench_operator.reconcile.schedule.reconciler import ScheduleReconciler
 
 JSON = dict[str, Any]
@@ -462,3 +462,49 @@ def test_invalid_trials_never_enter_a_baseline_and_the_verdict_counts_them() -> 
     verdict = world.run(newest)["status"]["regression"]
     assert verdict["excludedInvalid"] == 1 and verdict["steps"][0]["baselineTrials"] == 8
     assert "1 invalid trial(s) excluded" in verdict["message"]
+
+
+OTHER_OWNER = {"kind": "BenchmarkSchedule", "name": "other", "uid": "other-uid"}
+
+
+def test_a_foreign_run_holding_the_name_is_reported_and_never_adopted_as_created() -> None:
+    world = World()
+    world.clock.now = T0 + timedelta(seconds=1)
+    due = T0.replace(second=0)
+    name = compute_run_name("nightly", due, NS)
+    world.kube.create_benchmark_run(
+        {
+            "metadata": {
+                "name": name,
+                "namespace": NS,
+                "ownerReferences": [
+                    {"kind": "BenchmarkSchedule", "name": "other", "uid": "other-uid"}
+                ],
+            },
+            "spec": world.body["spec"]["template"],
+        }
+    )
+    status = world.tick()
+    condition = next(c for c in status["conditions"] if c["type"] == "Scheduling")
+    assert condition["reason"] == "NameTaken"
+    assert f"BenchmarkRun {NS}/{name} exists and is not owned by this schedule" in status["message"]
+    assert world.reasons() == ["NameTaken"]
+    assert name not in status.get("active", [])
+    world.at(2)
+    assert world.reasons() == ["NameTaken"], "reported once, not at every look"
+
+
+def test_two_schedules_sharing_54_characters_get_their_own_runs_on_the_same_minute() -> None:
+    stem = "n" * 54
+    first = World()
+    second = World()
+    first.body["metadata"].update(name=stem + "-aaaaa", uid="uid-a")
+    second.body["metadata"].update(name=stem + "-bbbbb", uid="uid-b")
+    second.kube = first.kube
+    second.reconciler = ScheduleReconciler(first.kube, clock=first.clock)
+    second.clock = first.clock
+    first.at(1)
+    second.at(1)
+    names = first.run_names()
+    assert len(names) == 2 and all(len(n) <= 63 for n in names)
+    assert second.reasons().count("Scheduled") == 2
