@@ -70,12 +70,13 @@ def assert_refused(bed: RunBed, name: str, reason: str, setting: str, marker: st
     assert st["phase"] == "Failed", st
     failed = condition(run, "Failed")
     assert failed["reason"] == reason and setting in failed["message"], failed
-    assert reason in [e.reason for e in bed.events(name) if e.type == "Warning"]
+    said = [e.message for e in bed.events(name) if e.type == "Warning" and e.reason == reason]
+    assert said and setting in said[0], said
     # Nothing left behind, nothing of the other namespace brought in.
+    mine = f"tidbbench.io/run={name}"
     assert bed.jobs(name) == []
-    assert bed.core.list_namespaced_pod(bed.namespace).items == []
-    cms = bed.core.list_namespaced_config_map(bed.namespace, label_selector="tidbbench.io/run")
-    assert cms.items == []
+    assert bed.core.list_namespaced_pod(bed.namespace, label_selector=mine).items == []
+    assert bed.core.list_namespaced_config_map(bed.namespace, label_selector=mine).items == []
     assert "endpoint" not in st and "environment" not in st and "admitted" not in st
     assert marker not in everything_of(bed, name)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -105,3 +106,25 @@ def test_the_settings_are_read_from_the_environment_strictly() -> None:
     with pytest.raises(ValueError, match=r"TIDB_BENCH_ALLOW_IMAGE_OVERRIDE='yes': must be true "
                                          r"or false \(unset: false\)"):  # fmt: skip
         Settings.from_env({"TIDB_BENCH_ALLOW_IMAGE_OVERRIDE": "yes"})
+
+
+def test_every_example_run_and_schedule_template_passes_the_default_settings() -> None:
+    """`make demo` and the README's examples run under a controller installed as deploy/ is."""
+    import yaml
+
+    from tidb_bench_operator.domain.manifests import DEFAULT_IMAGE
+
+    root = Path(__file__).resolve().parents[4] / "examples"
+    seen = 0
+    for path in sorted(root.rglob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not isinstance(doc, dict) or doc.get("kind") not in (
+                "BenchmarkRun",
+                "BenchmarkSchedule",
+            ):
+                continue
+            data = doc["spec"] if doc["kind"] == "BenchmarkRun" else doc["spec"]["template"]
+            ns = doc["metadata"].get("namespace", "default")
+            assert refusal(parse_run_spec(data), ns, Reach(), DEFAULT_IMAGE) is None, path
+            seen += 1
+    assert seen >= 6
