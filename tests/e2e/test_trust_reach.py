@@ -86,7 +86,7 @@ def test_a_cross_namespace_cluster_and_an_image_override_are_refused_by_default(
 ) -> None:
     ns, marker = foreign
     bed.create(bed.manifest("other-ns", cluster={"name": "basic", "namespace": ns}))
-    bed.create(bed.manifest("own-image", image=f"registry.local/{marker}:1"))
+    bed.create(bed.manifest("own-image", image="registry.local/their-runner:1"))
     assert_refused(bed, "other-ns", "CrossNamespaceNotAllowed",
                    "TIDB_BENCH_ALLOW_CROSS_NAMESPACE", marker)  # fmt: skip
     assert_refused(bed, "own-image", "ImageOverrideNotAllowed",
