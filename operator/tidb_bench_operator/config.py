@@ -12,6 +12,10 @@ is the benchmark pod's and `tidb-bench run`'s (the runner Job maps the Secret to
     TIDB_BENCH_RESULTS_OBJECT_BYTES       results per ConfigMap (1000000; tests shrink it)
     TIDB_BENCH_DEBUG                      non-empty: kopf's verbose logging
     TIDB_BENCH_LIVENESS                   kopf's liveness endpoint (empty: none)
+    TIDB_BENCH_ALLOW_CROSS_NAMESPACE      clusters runs may name outside their namespace:
+                                          false (default), true (any) or ns1,ns2
+    TIDB_BENCH_ALLOW_IMAGE_OVERRIDE       true: spec.image may name another image (false)
+    TIDB_BENCH_OPERATOR_TARGETS_ONLY      true: no spec.target.host/pdURL (false)
     TIDB_BENCH_USER, TIDB_BENCH_PASSWORD  the database credentials of the runner
 """
 
@@ -19,10 +23,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tidb_bench_operator.domain.manifests import DEFAULT_IMAGE, PASSWORD_ENV, USER_ENV
 from tidb_bench_operator.domain.results_store import CONFIGMAP_LIMIT, DEFAULT_BUDGET
+from tidb_bench_operator.domain.trust.reach import (
+    ALLOW_CROSS_NAMESPACE,
+    ALLOW_IMAGE_OVERRIDE,
+    OPERATOR_TARGETS_ONLY,
+    Reach,
+    parse_flag,
+    parse_namespaces,
+)
 
 DEFAULT_LIVENESS = "http://0.0.0.0:8080/healthz"
 
@@ -48,6 +60,8 @@ class Settings:
     results_object_bytes: int = DEFAULT_BUDGET
     debug: bool = False
     liveness_endpoint: str | None = DEFAULT_LIVENESS
+    #: What runs may ask beyond their namespace and the runner image (docs/trust.md).
+    reach: Reach = field(default_factory=Reach)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -64,7 +78,19 @@ class Settings:
             results_object_bytes=_results_bytes(e.get("TIDB_BENCH_RESULTS_OBJECT_BYTES")),
             debug=bool(e.get("TIDB_BENCH_DEBUG")),
             liveness_endpoint=e.get("TIDB_BENCH_LIVENESS", DEFAULT_LIVENESS) or None,
+            reach=reach_from_env(e),
         )
+
+
+def reach_from_env(env: Mapping[str, str]) -> Reach:
+    """The three trust settings (docs/trust.md); a value that is not one raises ValueError."""
+    any_namespace, namespaces = parse_namespaces(env.get(ALLOW_CROSS_NAMESPACE))
+    return Reach(
+        any_namespace=any_namespace,
+        cluster_namespaces=namespaces,
+        image_override=parse_flag(ALLOW_IMAGE_OVERRIDE, env.get(ALLOW_IMAGE_OVERRIDE)),
+        operator_targets_only=parse_flag(OPERATOR_TARGETS_ONLY, env.get(OPERATOR_TARGETS_ONLY)),
+    )
 
 
 def _results_bytes(text: str | None) -> int:

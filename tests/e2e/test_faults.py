@@ -39,13 +39,16 @@ QUEUE = 240
 
 @pytest.fixture(scope="module")
 def ctl(controller: Any) -> Iterator[Any]:
-    """The session's controller, restarted with small results objects for this module."""
+    """The session's controller, restarted with small results objects for this module (and
+    image overrides allowed: the wrong-image case names an image of its own)."""
     controller.stop()
     controller.env["TIDB_BENCH_RESULTS_OBJECT_BYTES"] = str(SMALL_OBJECTS)
+    controller.env["TIDB_BENCH_ALLOW_IMAGE_OVERRIDE"] = "true"
     controller.start()
     yield controller
     controller.stop()
     controller.env.pop("TIDB_BENCH_RESULTS_OBJECT_BYTES", None)
+    controller.env.pop("TIDB_BENCH_ALLOW_IMAGE_OVERRIDE", None)
     controller.start()
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from tidb_bench_operator.config import kubeconfig_from_env
+from tidb_bench_operator.domain.trust.frozen import admitted_spec
 from tidb_bench_operator.errors import TidbBenchError
 
 
@@ -68,7 +69,7 @@ def load_report_source(text: str, origin: str) -> ReportSource:
             "the run with kubectl get benchmarkrun NAME -o yaml"
         )
     _refuse_non_finite(doc["status"], f"{origin}: status")
-    spec = doc.get("spec")
+    spec = admitted_spec(doc) or doc.get("spec")  # what the run ran with
     return ReportSource(
         str(meta.get("name") or origin),
         dict(doc["status"]),
@@ -201,7 +202,7 @@ def find_report_source(ref: str, namespace: str | None) -> ReportSource:
             series = _from_results_configmaps(items, ref).series if items else None
         except (KubeError, TidbBenchError):
             series = None  # the charts of QPS over time are left out; the rest stands
-    spec = run.get("spec")
+    spec = admitted_spec(run) or run.get("spec")  # what the run ran with
     return ReportSource(ref, status, dict(spec) if isinstance(spec, dict) else None, series)
 
 

@@ -259,6 +259,12 @@ class Driver:
         if uid is None:
             return None
         mine = next((e for e in entries if e.uid == uid), None)
+        if mine is None:
+            # An edit of its spec moves a just-admitted run's Pending entry to another key
+            # until its new phase comes back with the spec it was admitted with
+            # (domain/trust/frozen.py): the claim holds while the run is Pending anywhere.
+            everyone = (e for listed in self.index.values() for e in listed)
+            mine = next((e for e in everyone if e.uid == uid), None)
         if mine is None or mine.phase != RunPhase.PENDING:
             del self.claims[qkey]
             return None
@@ -267,16 +273,26 @@ class Driver:
     def _entries(self, qkey: str) -> list[QueueEntry]:
         return list(self.index.get(qkey) or ())
 
+    def _outside(self, qkey: str, entries: list[QueueEntry], claimed: str | None) -> str | None:
+        """A holder of `qkey` not among its entries: a ghost, or the claimed run an edit moved."""
+        ghost = self.ghosts.get(qkey)
+        if ghost is not None:
+            return ghost.ref
+        if claimed is None or any(e.uid == claimed for e in entries):
+            return None
+        everyone = (e for listed in self.index.values() for e in listed)
+        return next((e.ref for e in everyone if e.uid == claimed), None)
+
     def turn(self, qkey: str, uid: str) -> Turn:
         entries = self._entries(qkey)
-        ghost = self.ghosts.get(qkey)
-        return queue.turn(entries, uid, self._claimed(qkey, entries), ghost.ref if ghost else None)
+        claimed = self._claimed(qkey, entries)
+        return queue.turn(entries, uid, claimed, self._outside(qkey, entries, claimed))
 
     def wake_cluster(self, qkey: str) -> None:
         """Look at the waiting runs of `qkey` whose place changed (domain.queue.to_wake)."""
         entries = self._entries(qkey)
-        ghost = self.ghosts.get(qkey)
-        for e in queue.to_wake(entries, self._claimed(qkey, entries), ghost.ref if ghost else None):
+        claimed = self._claimed(qkey, entries)
+        for e in queue.to_wake(entries, claimed, self._outside(qkey, entries, claimed)):
             key: Key = ("run", e.namespace, e.name)
             if key in self.bodies and key not in self.expired:
                 self.schedule(key, 0.0)

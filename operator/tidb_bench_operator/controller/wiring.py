@@ -43,6 +43,7 @@ def build(cfg: Settings) -> Wired:
         server_facts=build_server_facts(kube),
         results_budget=cfg.results_object_bytes,
         pd_look=build_pd_look(kube, api),
+        reach=cfg.reach,
     )
     return Wired(kube=kube, runs=runs, schedules=ScheduleReconciler(kube))
 

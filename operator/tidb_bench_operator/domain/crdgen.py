@@ -20,10 +20,8 @@ from tidb_bench_operator.domain.api.schedule import BenchmarkScheduleSpec, Bench
 
 KINDS = ("BenchmarkRun", "BenchmarkSchedule")
 FILES = {"BenchmarkRun": "benchmarkrun.yaml", "BenchmarkSchedule": "benchmarkschedule.yaml"}
-# The header names the models' round-2 path: the refit keeps crds/ byte-identical, and the
-# next change to the schema brings the header up to date with it.
 HEADER = (
-    "# Generated from operator/tidb_bench_operator/domain/models.py by\n"
+    "# Generated from the models in operator/tidb_bench_operator/domain/api/ by\n"
     "# `python -m tidb_bench_operator.domain.crdgen crds/` -- do not edit.\n"
 )
 

@@ -2,7 +2,8 @@
 
 Concurrent runs on one cluster falsify each other, so the runs on one cluster (the queue
 key: the cluster's namespace/name whatever its kind, or host:port for an explicit target)
-form a queue:
+form a queue (keyed by the spec a run was admitted with once it left Pending:
+domain/trust/frozen.py):
 
 - the *holder* is the run measuring the cluster: a run in Preflight, Preparing or Running
   (also while it is being deleted: its pods may still run), or a run just admitted whose
@@ -30,6 +31,7 @@ from tidb_bench_operator.domain.api.common import ACTIVE_PHASES, RunPhase
 from tidb_bench_operator.domain.api.resources import parse_run_spec
 from tidb_bench_operator.domain.manifests import compute_endpoint
 from tidb_bench_operator.domain.status import parse_time
+from tidb_bench_operator.domain.trust.frozen import governing_spec
 from tidb_bench_operator.errors import SpecError
 
 
@@ -92,7 +94,8 @@ def queue_entry(body: Mapping[str, Any]) -> tuple[str, QueueEntry] | None:
     meta = body.get("metadata") or {}
     status = body.get("status") or {}
     try:
-        spec = parse_run_spec(body.get("spec") or {})
+        # Once admitted, the admitted spec: an edit of .spec cannot move a run's place.
+        spec = parse_run_spec(governing_spec(body))
     except (SpecError, ValueError):
         return None
     entry = QueueEntry(
@@ -164,7 +167,7 @@ def to_wake(
 
 def expires_at(body: Mapping[str, Any]) -> datetime | None:
     """When a finished run's Jobs are due for deletion (ttlSecondsAfterFinished), or None."""
-    ttl = (body.get("spec") or {}).get("ttlSecondsAfterFinished")
+    ttl = governing_spec(body).get("ttlSecondsAfterFinished")
     finished = parse_time((body.get("status") or {}).get("finishedAt"))
     if ttl is None or finished is None:
         return None

@@ -268,3 +268,12 @@ def test_a_saved_schedule_reports_its_history_and_trend_and_refuses_run_options(
     path.write_text(yaml.safe_dump(saved))
     assert main(["report", str(path)]) == 1
     assert "a BenchmarkSchedule without a status" in capsys.readouterr().err
+
+
+def test_a_saved_run_edited_after_it_left_pending_reports_the_spec_it_ran_with() -> None:
+    run = saved_run()
+    run["spec"] = {"threads": [64]}  # edited after admission: ignored by the controller
+    run["status"]["admitted"] = {"generation": 1, "spec": json.dumps({"threads": [2, 4]})}
+    assert load_report_source(yaml.safe_dump(run), "run.yaml").spec == {"threads": [2, 4]}
+    del run["status"]["admitted"]
+    assert load_report_source(yaml.safe_dump(run), "run.yaml").spec == {"threads": [64]}

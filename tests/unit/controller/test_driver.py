@@ -212,6 +212,27 @@ def test_an_admitted_run_holds_its_cluster_before_the_watch_brings_its_new_phase
     assert runs.calls == [("b", Turn()), ("a", Turn("bench/b"))]
 
 
+def test_a_just_admitted_run_edited_before_its_new_phase_came_back_still_holds_its_cluster(
+    world: World,
+) -> None:
+    runs = Runs()
+    driver, _ = make(world, runs)
+    world.add("b")
+    event(driver, world, "b", "ADDED")
+    list(look_due(driver))  # b is admitted on tidb/basic; its Preflight has not come back
+    edited = copy.deepcopy(world.objects["b"])
+    edited["spec"]["cluster"] = {"name": "other", "namespace": "tidb"}
+    edited["status"] = {}  # the watch event of the edit, older than b's status patch
+    edited["metadata"]["generation"] = 2
+    stale = {"cluster/tidb/other": [queue_entry(edited)[1]]}  # type: ignore[index]
+    driver.run_event("MODIFIED", edited, stale)
+    world.add("a", created="2024-06-01T00:00:05Z")
+    key, entry = queue_entry(world.objects["a"])  # type: ignore[misc]
+    driver.run_event("ADDED", copy.deepcopy(world.objects["a"]), {**stale, key: [entry]})
+    list(look_due(driver))
+    assert runs.calls[-1] == ("a", Turn("bench/b")), "a waits: b measures tidb/basic"
+
+
 def test_the_reconcilers_hint_sets_the_next_look(world: World) -> None:
     driver, clock = make(world, Runs(hint=7.0))
     world.add("r", phase="Running")

@@ -19,6 +19,7 @@ import pytest
 from testbed.fake_kube import FakeClock, FakeKube
 from tidb_bench_operator.controller.driver import Driver
 from tidb_bench_operator.domain.queue import QueueEntry, queue_entry
+from tidb_bench_operator.domain.trust.reach import Reach
 from tidb_bench_operator.reconcile.run import RunReconciler
 
 JSON = dict[str, Any]
@@ -101,7 +102,8 @@ def world(n: int) -> tuple[Driver, Store, Counted, Counted]:
     kube = Counted(fake)
     store = Store()
     api = Counted(store)
-    driver = Driver(runs=RunReconciler(kube, image="t:1"), schedules=None, kube=api)  # type: ignore[arg-type]
+    runs = RunReconciler(kube, image="t:1", reach=Reach(cluster_namespaces=frozenset({"tidb"})))
+    driver = Driver(runs=runs, schedules=None, kube=api)  # type: ignore[arg-type]
     store.add("holder", "2024-06-01T00:00:00Z", phase="Running")
     for i in range(n):
         store.add(f"q-{i:03d}", f"2024-06-01T01:{i // 60:02d}:{i % 60:02d}Z")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import (
     Field,
@@ -304,6 +306,37 @@ class ResolvedEndpoint(StatusModel):
     )
 
 
+class AdmittedSpec(StatusModel):
+    """The spec a run was admitted with: it governs the run from Preflight on (docs/trust.md)."""
+
+    generation: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_STATUS_INT,
+        description="metadata.generation of the spec admitted.",
+    )
+    spec: str = Field(
+        default="{}",
+        description="The spec as written when the run left Pending, as JSON text. Later edits "
+        "of .spec are ignored (condition SpecChangeIgnored): the queue, the Jobs and the "
+        "results use this.",
+    )
+
+    @classmethod
+    def of(cls, spec: Mapping[str, Any], generation: int | None) -> AdmittedSpec:
+        """The copy a run keeps of `spec` (as its body holds it) when it leaves Pending."""
+        text = json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return cls(generation=generation, spec=text)
+
+    def data(self) -> dict[str, Any]:
+        """The admitted spec as a mapping (empty when the text is not a JSON object)."""
+        try:
+            value = json.loads(self.spec)
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
+
 class BenchmarkRunStatus(StatusModel):
     """What the controller observed and measured; written only by the controller."""
 
@@ -371,4 +404,8 @@ class BenchmarkRunStatus(StatusModel):
         default=None,
         description="Where the run measures, resolved once from spec.cluster and spec.target "
         "before preflight.",
+    )
+    admitted: AdmittedSpec | None = Field(
+        default=None,
+        description="The spec the run left Pending with; what it runs, whatever .spec says now.",
     )

@@ -15,7 +15,7 @@ from dataclasses import replace
 from tidb_bench_operator.adapters.clusters import read_cluster
 from tidb_bench_operator.domain.api.common import RunPhase
 from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
-from tidb_bench_operator.domain.api.run_status import Environment
+from tidb_bench_operator.domain.api.run_status import AdmittedSpec, Environment
 from tidb_bench_operator.domain.cluster.tls import (
     pd_url_with_tls,
     resolve_tls,
@@ -24,6 +24,7 @@ from tidb_bench_operator.domain.cluster.tls import (
 )
 from tidb_bench_operator.domain.cluster.view import V2_KIND
 from tidb_bench_operator.domain.manifests import (
+    DEFAULT_IMAGE,
     build_runner_service_account,
     compute_endpoint,
     resolved_endpoint,
@@ -31,6 +32,7 @@ from tidb_bench_operator.domain.manifests import (
 from tidb_bench_operator.domain.objects import JSON
 from tidb_bench_operator.domain.preflight.placement import eligible_bench_nodes
 from tidb_bench_operator.domain.sysbench.config_file import uncarried
+from tidb_bench_operator.domain.trust.reach import refusal
 from tidb_bench_operator.errors import KubeForbidden, SpecError
 from tidb_bench_operator.reconcile.run.context import RunContext
 
@@ -62,15 +64,22 @@ def admit(ctx: RunContext) -> None:
     st.waiting_for = None
     ctx.condition("Waiting", "False", "ClusterFree", "no other run on this cluster")
     st.started_at = ctx.now
+    # From here on the run goes on with this spec, whatever .spec says later.
+    generation = ctx.body["metadata"].get("generation")
+    st.admitted = AdmittedSpec.of(ctx.body.get("spec") or {}, generation)
     ctx.enter(RunPhase.PREFLIGHT, f"preflight (policy {ctx.spec.preflight.policy})")
 
 
 def check_inputs(ctx: RunContext) -> tuple[str, str] | None:
     """What the schema cannot check: the Secret and its keys, and that a bench node exists.
 
-    Returns (reason, message) of the first problem, or None.
+    Returns (reason, message) of the first problem, or None. First what the platform team's
+    settings allow (domain/trust/reach.py): a spec that asks for more reads nothing.
     """
     spec, run, kube = ctx.spec, ctx.run, ctx.kube
+    refused = refusal(spec, run.namespace, ctx.deps.reach, ctx.deps.image or DEFAULT_IMAGE)
+    if refused is not None:
+        return refused
     secret = spec.credentials.secret_ref.name
     try:
         keys = kube.secret_keys(run.namespace, secret)

@@ -10,7 +10,7 @@ Kubernetes is in `RunKube`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -25,6 +25,7 @@ from tidb_bench_operator.domain.objects import JSON
 from tidb_bench_operator.domain.queue import ADMITTED, Turn
 from tidb_bench_operator.domain.results_store import DEFAULT_BUDGET
 from tidb_bench_operator.domain.status import ConditionStatus, set_condition
+from tidb_bench_operator.domain.trust.reach import Reach
 from tidb_bench_operator.reconcile.run.gate import PreflightOutcome
 
 #: The preflight gate as the run reconciler calls it (reconcile.gate.run_preflight, wired).
@@ -118,6 +119,8 @@ class Deps:
     results_budget: int = DEFAULT_BUDGET
     #: PD as the guard polls it while a step runs; None: PD is not watched.
     pd_look: PdLookFn | None = None
+    #: What runs may ask beyond their namespace and the runner image (domain/trust/reach.py).
+    reach: Reach = field(default_factory=Reach)
 
 
 @dataclass

@@ -17,6 +17,7 @@ from tidb_bench_operator.domain.fingerprint import (
 )
 from tidb_bench_operator.domain.jobs import node_names, run_selector
 from tidb_bench_operator.domain.stats import analysis
+from tidb_bench_operator.domain.trust.frozen import governing_spec
 from tidb_bench_operator.reconcile.run.context import RunContext, RunState
 from tidb_bench_operator.reconcile.run.dataset import dataset_job
 
@@ -87,14 +88,14 @@ def fingerprint(ctx: RunContext, env: Environment) -> Fingerprint:
             "image_digests": digests,
             "replicas": dict(env.replicas),
             "sysbench_version": env.sysbench_version,
-            "spec": flatten_spec(ctx.body.get("spec") or {}),
+            "spec": flatten_spec(governing_spec(ctx.body)),
         }
     )
 
 
 def expire(state: RunState) -> None:
     """A finished run: delete its Jobs (and pods) once ttlSecondsAfterFinished has passed."""
-    ttl = (state.body.get("spec") or {}).get("ttlSecondsAfterFinished")
+    ttl = governing_spec(state.body).get("ttlSecondsAfterFinished")
     finished = state.st.finished_at
     if ttl is None or finished is None or state.now < finished + timedelta(seconds=int(ttl)):
         return

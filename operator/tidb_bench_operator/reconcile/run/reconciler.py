@@ -19,7 +19,7 @@ Each phase is one task, in its own module, in the order of a run's life:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,13 +28,25 @@ from pydantic import ValidationError
 
 from tidb_bench_operator.domain.api.common import TERMINAL_PHASES, RunPhase, is_terminal
 from tidb_bench_operator.domain.api.resources import parse_run_spec
-from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus, Condition
+from tidb_bench_operator.domain.api.run_status import AdmittedSpec, BenchmarkRunStatus, Condition
 from tidb_bench_operator.domain.jobs import run_selector
 from tidb_bench_operator.domain.manifests import RunRef, endpoint_of
 from tidb_bench_operator.domain.objects import JSON
 from tidb_bench_operator.domain.queue import ADMITTED, Turn
 from tidb_bench_operator.domain.results_store import DEFAULT_BUDGET
-from tidb_bench_operator.domain.status import parse_time, set_condition, status_patch, utc_now
+from tidb_bench_operator.domain.status import (
+    condition_reason,
+    parse_time,
+    set_condition,
+    status_patch,
+    utc_now,
+)
+from tidb_bench_operator.domain.trust.frozen import (
+    SPEC_CHANGE_IGNORED,
+    changed_fields,
+    ignored_message,
+)
+from tidb_bench_operator.domain.trust.reach import Reach
 from tidb_bench_operator.errors import SpecError
 from tidb_bench_operator.reconcile.run import admission, dataset, finish, preflight, steps
 from tidb_bench_operator.reconcile.run.context import (
@@ -100,6 +112,29 @@ def _failing_condition(body: JSON) -> datetime | None:
     return None
 
 
+def _frozen(state: RunState, current: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The spec a run that left Pending goes on with: the admitted one (domain/trust/frozen.py).
+
+    An edit of .spec since is ignored, with a SpecChangeIgnored condition and, once per new
+    generation, an Event. A run admitted by a controller that kept no copy is frozen now.
+    """
+    st, generation = state.st, state.body["metadata"].get("generation")
+    if st.admitted is None:
+        st.admitted = AdmittedSpec.of(current, generation)
+        return current
+    admitted = st.admitted.data()
+    changed = changed_fields(admitted, current)
+    if changed:
+        message = ignored_message(changed, st.admitted.generation, generation)
+        if st.observed_generation != generation:
+            state.event("Warning", SPEC_CHANGE_IGNORED, message)
+        state.condition(SPEC_CHANGE_IGNORED, "True", "SpecFrozen", message)
+    elif condition_reason(st.conditions, SPEC_CHANGE_IGNORED) is not None:
+        state.condition(SPEC_CHANGE_IGNORED, "False", "SpecAsAdmitted",
+                        "spec is the one the run was admitted with again")  # fmt: skip
+    return admitted
+
+
 def _running(ctx: RunContext) -> None:
     if steps.run_steps(ctx):
         finish.finish(ctx)
@@ -128,6 +163,7 @@ class RunReconciler:
         server_facts: ServerFactsFn | None = None,
         results_budget: int = DEFAULT_BUDGET,
         pd_look: PdLookFn | None = None,
+        reach: Reach | None = None,
     ) -> None:
         self.deps = Deps(
             kube=kube,
@@ -137,6 +173,7 @@ class RunReconciler:
             server_facts=server_facts,
             results_budget=results_budget,
             pd_look=pd_look,
+            reach=reach or Reach(),
         )
         self.clock = clock
         #: Runs (by uid) whose last reconcile failed.
@@ -269,8 +306,11 @@ class RunReconciler:
         if st.phase in TERMINAL_PHASES:
             finish.expire(state)
             return Outcome(status={})
+        data: Mapping[str, Any] = body.get("spec") or {}
+        if st.phase != RunPhase.PENDING:
+            data = _frozen(state, data)
         try:
-            spec = parse_run_spec(body.get("spec") or {})
+            spec = parse_run_spec(data)
         except SpecError as exc:
             state.fail("InvalidSpec", str(exc))
             return Outcome(status=status_patch(old, st), requeue_seconds=state.requeue)

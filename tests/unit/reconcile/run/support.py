@@ -24,6 +24,7 @@ from tidb_bench_operator.domain.preflight import CHECK_NAMES, CheckResult, evalu
 from tidb_bench_operator.domain.queue import ADMITTED, Turn, queue_entry, turn
 from tidb_bench_operator.domain.results_store import StoredResults, read_store
 from tidb_bench_operator.domain.sysbench import parse_sysbench_output, to_step_result
+from tidb_bench_operator.domain.trust.reach import Reach
 from tidb_bench_operator.reconcile.run import Outcome, PreflightOutcome, RunReconciler
 
 NS = "bench"
@@ -33,6 +34,9 @@ PASSWORD = "pa55-w0rd-never-shown"
 BENCH_LABEL = {"tidbbench.io/bench-node": "true"}
 SYSBENCH = Path(__file__).resolve().parents[3] / "data" / "sysbench"
 JSON = dict[str, Any]
+#: The bed's platform team lets runs name the clusters of CLUSTER_NS (the shared run is in NS);
+#: tests/unit/reconcile/run/test_reach.py tests the defaults.
+BED_REACH = Reach(cluster_namespaces=frozenset({CLUSTER_NS}))
 
 
 # --- building blocks ----------------------------------------------------------------------------
@@ -193,6 +197,7 @@ class Bed:
         name: str = "sweep",
         preflight: ScriptedPreflight | None = None,
         with_secret: bool = True,
+        reach: Reach = BED_REACH,
     ) -> None:
         self.clock = FakeClock()
         self.kube = FakeKube(self.clock)
@@ -209,6 +214,7 @@ class Bed:
             clock=self.clock,
             image="tidb-bench:test",
             scheduling_timeout=timedelta(seconds=120),
+            reach=reach,
         )
         self.body = run_body(name, spec if spec is not None else run_spec())
         self.kube.add_run(self.body)

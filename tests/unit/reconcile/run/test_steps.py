@@ -5,9 +5,12 @@ Driven through an in-memory Kubernetes and a fake clock (support.Bed).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from unit.reconcile.run.support import (
+    BED_REACH,
     NS,
     SCHEDULER_SAYS,
     Bed,
@@ -237,7 +240,8 @@ def test_pods_deleted_after_their_step_finished_rerun_the_step_instead_of_failin
 def test_a_container_that_cannot_start_fails_the_run_naming_the_image(
     reason: str, age: int, fails: bool
 ) -> None:
-    bed = Bed(run_spec(threads=[8], image="registry.invalid/tidb-bench:typo"))
+    bed = Bed(run_spec(threads=[8], image="registry.invalid/tidb-bench:typo"),
+              reach=replace(BED_REACH, image_override=True))  # fmt: skip
     bed.to_running()
     said = 'Back-off pulling image "registry.invalid/tidb-bench:typo"'
     bed.kube.container_waiting(NS, "sweep-s0-c0", reason, said)

@@ -20,6 +20,7 @@ from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 from tidb_bench_operator.domain.manifests import Endpoint, RunRef, build_affinity, compute_endpoint
 from tidb_bench_operator.domain.preflight import evaluate
 from tidb_bench_operator.domain.queue import queue_key
+from tidb_bench_operator.domain.trust.reach import Reach
 from tidb_bench_operator.reconcile.run import PreflightOutcome, RunReconciler
 from tidb_bench_operator.reconcile.run.gate import run_preflight
 
@@ -82,7 +83,10 @@ class Passing:
 
 def reconcile(kube: FakeKube, body: JSON, preflight: Passing) -> JSON:
     """Reconcile until nothing happens at once; the run's status as stored."""
-    rec = RunReconciler(kube, preflight=preflight, clock=FakeClock(), image="tidb-bench:test")
+    rec = RunReconciler(
+        kube, preflight=preflight, clock=FakeClock(), image="tidb-bench:test",
+        reach=Reach(cluster_namespaces=frozenset({CLUSTER_NS})),  # the runs are in another one
+    )  # fmt: skip
     for _ in range(3):
         out = rec.reconcile(copy.deepcopy(body))
         body["status"] = {**(body.get("status") or {}), **out.status}
