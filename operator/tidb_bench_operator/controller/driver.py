@@ -12,7 +12,9 @@ pool when a deadline comes:
 - a finished run is looked at once, when `ttlSecondsAfterFinished` expires (it deletes its
   Jobs then), not on a tick;
 - a run that holds its cluster and is deleted leaves a *ghost* that keeps the cluster busy
-  until the run's pods are gone (one pod list per second, only for that run);
+  until the run's pods are gone (one pod list per second, only for that run), or at the
+  latest until its step's known end plus the pods' grace period (queue.ghost_release_at): a
+  pod stuck Terminating on a node that does not answer holds the cluster no longer;
 - a schedule is looked at when it is created or its spec changes, when one of its runs
   appears, finishes or goes, at its next fire time, and at the latest every
   SCHEDULE_RESYNC_SECONDS (a safety net: an idle schedule costs one list call per resync).
@@ -111,6 +113,8 @@ class DriverKube(Protocol):
 class _Ghost:
     namespace: str
     name: str
+    #: When it stops holding the cluster even if its pods are still listed (queue.py).
+    until: datetime
 
     @property
     def ref(self) -> str:
@@ -200,7 +204,8 @@ class Driver:
                 if claimed:
                     del self.claims[qkey]
                 if entry.holds or claimed:  # it may have created Jobs already
-                    self.ghosts[qkey] = _Ghost(entry.namespace, entry.name)
+                    until = queue.ghost_release_at(old, self.wall())
+                    self.ghosts[qkey] = _Ghost(entry.namespace, entry.name, until)
                     self.schedule(("ghost", qkey, ""), 0.0)
                 self.wake_cluster(qkey)
             self._wake_schedule_of(body)
@@ -469,8 +474,16 @@ class Driver:
         alive = [
             p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
         ]
-        if alive:
+        if alive and self.wall() < ghost.until:
             return GHOST_CHECK_SECONDS
+        if alive:
+            names = ", ".join(sorted(str(_meta(p).get("name")) for p in alive)[:5])
+            log.warning(
+                "deleted BenchmarkRun %s still has pods listed (%s) at %s, past its step's "
+                "end and its pods' grace period: their node does not answer; cluster %s is "
+                "released to the next run",
+                ghost.ref, names, ghost.until.isoformat(), qkey,
+            )  # fmt: skip
         del self.ghosts[qkey]
         self.wake_cluster(qkey)
         return None

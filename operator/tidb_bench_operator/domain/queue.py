@@ -29,7 +29,7 @@ from typing import Any
 
 from tidb_bench_operator.domain.api.common import ACTIVE_PHASES, RunPhase
 from tidb_bench_operator.domain.api.resources import parse_run_spec
-from tidb_bench_operator.domain.manifests import compute_endpoint
+from tidb_bench_operator.domain.manifests import RUNNER_GRACE_SECONDS, compute_endpoint
 from tidb_bench_operator.domain.status import parse_time
 from tidb_bench_operator.domain.trust.frozen import governing_spec
 from tidb_bench_operator.errors import SpecError
@@ -172,3 +172,33 @@ def expires_at(body: Mapping[str, Any]) -> datetime | None:
     if ttl is None or finished is None:
         return None
     return finished + timedelta(seconds=int(ttl))
+
+
+#: After a deleted holder's last pod should have stopped (its step's known end, or its
+#: deletion, plus the pods' grace period), how long the ghost still waits for the pod list
+#: to agree: the garbage collector deletes Jobs, then pods, a few seconds apart.
+GHOST_SLACK_SECONDS = 60
+
+
+def ghost_release_at(body: Mapping[str, Any], deleted_at: datetime) -> datetime:
+    """When a deleted holder stops holding its cluster, even if its pods are still listed.
+
+    Its pods are deleted with it and stop within their grace period; a pod the API still
+    lists after that sits on a node that does not answer (stuck Terminating), and its
+    sysbench stops by itself at the step's end (`--time`). So the bound is the later of the
+    deletion and the running step's known end (its start, warm-up and duration), plus the
+    pods' grace period and GHOST_SLACK_SECONDS. Without a readable spec or step: the
+    deletion plus the same margins.
+    """
+    end = deleted_at
+    try:
+        spec = parse_run_spec(governing_spec(body))
+    except (SpecError, ValueError):
+        spec = None
+    if spec is not None:
+        for step in (body.get("status") or {}).get("steps") or []:
+            started = parse_time(step.get("startedAt")) if isinstance(step, Mapping) else None
+            if started is not None and step.get("phase") == "Running":
+                known = started + timedelta(seconds=spec.warmup_seconds + spec.duration_seconds)
+                end = max(end, known)
+    return end + timedelta(seconds=RUNNER_GRACE_SECONDS + GHOST_SLACK_SECONDS)

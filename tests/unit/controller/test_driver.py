@@ -14,8 +14,16 @@ import pytest
 
 from testbed.clocks import SecondsClock
 from tidb_bench_operator.controller.driver import SCHEDULE_RESYNC_SECONDS, Driver, Key
-from tidb_bench_operator.domain.manifests import LABEL_SCHEDULE
-from tidb_bench_operator.domain.queue import ADMITTED, QueueEntry, Turn, queue_entry
+from tidb_bench_operator.domain import queue
+from tidb_bench_operator.domain.api.resources import parse_run_spec
+from tidb_bench_operator.domain.manifests import LABEL_SCHEDULE, RUNNER_GRACE_SECONDS
+from tidb_bench_operator.domain.queue import (
+    ADMITTED,
+    GHOST_SLACK_SECONDS,
+    QueueEntry,
+    Turn,
+    queue_entry,
+)
 from tidb_bench_operator.reconcile.run import Outcome
 from tidb_bench_operator.reconcile.schedule.reconciler import ScheduleOutcome
 
@@ -367,3 +375,44 @@ def test_a_run_finished_by_the_drivers_own_patch_still_wakes_its_schedule(world:
     driver.bodies[("run", "bench", "nightly-1")] = stored
     event(driver, world, "nightly-1")
     assert ("schedule", "bench", "nightly") in driver.due_keys(), "it records and compares the run"
+
+
+def test_a_deleted_holder_whose_pod_is_stuck_terminating_releases_its_cluster_at_the_bound(
+    world: World,
+) -> None:
+    runs = Runs()
+    wall = [NOW]
+    driver = Driver(runs=runs, schedules=Schedules(None), kube=world, clock=SecondsClock(),
+                    wall=lambda: wall[0])  # fmt: skip
+    started = NOW - timedelta(seconds=5)
+    world.add("busy", phase="Running",
+              steps=[{"index": 0, "phase": "Running", "startedAt": started.isoformat()}])  # fmt: skip
+    world.add("next", created="2024-06-01T00:00:05Z", phase="Pending", waitingFor="bench/busy")
+    event(driver, world, "busy", "ADDED")
+    event(driver, world, "next", "ADDED")
+    list(look_due(driver))
+    runs.calls.clear()
+    gone = world.objects.pop("busy")
+    # Its pod on a node that does not answer: listed, Running, forever.
+    world.pod_list = [{"metadata": {"name": "busy-s0-c0-x"}, "status": {"phase": "Running"}}]
+    driver.run_event("DELETED", gone, world.index())
+    spec = parse_run_spec(SPEC)  # the defaults: warm-up and duration of the step
+    end = started + timedelta(seconds=spec.warmup_seconds + spec.duration_seconds)
+    bound = end + timedelta(seconds=RUNNER_GRACE_SECONDS + GHOST_SLACK_SECONDS)
+    assert driver.ghosts["cluster/tidb/basic"].until == bound
+    assert list(look_due(driver)) == [(("ghost", "cluster/tidb/basic", ""), 1.0)]
+    wall[0] = bound - timedelta(seconds=1)
+    assert asyncio.run(driver.look(("ghost", "cluster/tidb/basic", ""))) == 1.0
+    assert runs.calls == [], "held until the step's end plus the grace period and the slack"
+    wall[0] = bound
+    assert asyncio.run(driver.look(("ghost", "cluster/tidb/basic", ""))) is None
+    settle(driver, world)
+    assert runs.calls == [("next", Turn())], "released at the bound: the next run starts"
+
+
+def test_a_ghost_without_a_running_step_is_bounded_by_its_deletion() -> None:
+    body = {"spec": dict(SPEC), "status": {"phase": "Preparing"}}
+    assert queue.ghost_release_at(body, NOW) == NOW + timedelta(
+        seconds=RUNNER_GRACE_SECONDS + GHOST_SLACK_SECONDS
+    )
+    assert queue.ghost_release_at({"spec": {"threads": "x"}}, NOW) > NOW, "an invalid spec too"
