@@ -305,18 +305,25 @@ def test_a_finished_run_without_ttl_is_never_looked_at(world: World) -> None:
     assert runs.calls == []
 
 
-def test_a_deleted_holder_keeps_its_cluster_until_its_pods_are_gone(world: World) -> None:
-    runs = Runs()
-    driver, _ = make(world, runs)
-    world.add("busy", phase="Running")
+def delete_holder(
+    driver: Driver, world: World, runs: Runs, pods: list[JSON], **status: Any
+) -> None:
+    """`busy` measures the cluster with `next` waiting; then `busy` is deleted, its pods listed."""
+    world.add("busy", phase="Running", **status)
     world.add("next", created="2024-06-01T00:00:05Z", phase="Pending", waitingFor="bench/busy")
     event(driver, world, "busy", "ADDED")
     event(driver, world, "next", "ADDED")
     list(look_due(driver))
     runs.calls.clear()
     gone = world.objects.pop("busy")
-    world.pod_list = [{"status": {"phase": "Running"}}]
+    world.pod_list = pods
     driver.run_event("DELETED", gone, world.index())
+
+
+def test_a_deleted_holder_keeps_its_cluster_until_its_pods_are_gone(world: World) -> None:
+    runs = Runs()
+    driver, _ = make(world, runs)
+    delete_holder(driver, world, runs, [{"status": {"phase": "Running"}}])
     looked = list(look_due(driver))
     assert looked == [(("ghost", "cluster/tidb/basic", ""), 1.0)]
     assert runs.calls == [], "the next run does not start while the pods run"
@@ -385,17 +392,10 @@ def test_a_deleted_holder_whose_pod_is_stuck_terminating_releases_its_cluster_at
     driver = Driver(runs=runs, schedules=Schedules(None), kube=world, clock=SecondsClock(),
                     wall=lambda: wall[0])  # fmt: skip
     started = NOW - timedelta(seconds=5)
-    world.add("busy", phase="Running",
-              steps=[{"index": 0, "phase": "Running", "startedAt": started.isoformat()}])  # fmt: skip
-    world.add("next", created="2024-06-01T00:00:05Z", phase="Pending", waitingFor="bench/busy")
-    event(driver, world, "busy", "ADDED")
-    event(driver, world, "next", "ADDED")
-    list(look_due(driver))
-    runs.calls.clear()
-    gone = world.objects.pop("busy")
     # Its pod on a node that does not answer: listed, Running, forever.
-    world.pod_list = [{"metadata": {"name": "busy-s0-c0-x"}, "status": {"phase": "Running"}}]
-    driver.run_event("DELETED", gone, world.index())
+    stuck = [{"metadata": {"name": "busy-s0-c0-x"}, "status": {"phase": "Running"}}]
+    delete_holder(driver, world, runs, stuck,
+                  steps=[{"index": 0, "phase": "Running", "startedAt": started.isoformat()}])  # fmt: skip
     spec = parse_run_spec(SPEC)  # the defaults: warm-up and duration of the step
     end = started + timedelta(seconds=spec.warmup_seconds + spec.duration_seconds)
     bound = end + timedelta(seconds=RUNNER_GRACE_SECONDS + GHOST_SLACK_SECONDS)
