@@ -16,6 +16,9 @@ What it does, as a kubelet would:
   annotation `testbed.tidbbench.io/fault: OOMKilled|Evicted` kills a running pod's
   processes and reports it as the kubelet would (terminated OOMKilled, exit 137; or the pod
   Failed with reason Evicted); `LogsUnavailable` makes the pod's log unservable (HTTP 503);
+  `NodeUnreachable` plays a node that stopped answering: the pod's processes go on, no
+  status is reported any more, and once deleted it stays listed, Terminating, until it is
+  force-deleted (grace 0);
 - a container without a `command` runs its image's entrypoint, mapped to the project's own
   installed command (IMAGE_ENTRYPOINTS: the Dockerfile's ENTRYPOINT found on the node's PATH,
   i.e. the venv's `tidb-bench`);
@@ -114,6 +117,8 @@ class Agent:
         self.handled: set[str] = set()
         self.lock = threading.Lock()
         self.grace: dict[str, float] = {}
+        #: Pods whose node "does not answer" (fault NodeUnreachable): never reported again.
+        self.unreachable: set[str] = set()
         self.faults: dict[str, str] = {}
         server = urllib.parse.urlparse(api.api_client.configuration.host)
         self.service_env = {
@@ -160,6 +165,12 @@ class Agent:
     def handle(self, pod: Any) -> None:
         uid = pod.metadata.uid
         if not pod.spec.node_name:
+            return
+        if (pod.metadata.annotations or {}).get(FAULT_ANNOTATION) == "NodeUnreachable":
+            self.unreachable.add(uid)
+        if uid in self.unreachable:
+            # The node stopped answering: its processes go on, nothing is reported, and a
+            # deleted pod stays listed (Terminating, phase unchanged) until force-deleted.
             return
         if pod.metadata.deletion_timestamp is not None:
             self.kill(uid)
@@ -263,6 +274,8 @@ class Agent:
     def patch_status(self, pod: Any, status: dict[str, Any]) -> None:
         # Like the kubelet, keep trying while the API server is away (restarted, overloaded):
         # a pod's final status must not be lost to one failed request.
+        if pod.metadata.uid in self.unreachable:
+            return
         for _ in range(STATUS_RETRIES):
             try:
                 self.api.patch_namespaced_pod_status(

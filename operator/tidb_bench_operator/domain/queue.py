@@ -177,7 +177,7 @@ def expires_at(body: Mapping[str, Any]) -> datetime | None:
 #: After a deleted holder's last pod should have stopped (its step's known end, or its
 #: deletion, plus the pods' grace period), how long the ghost still waits for the pod list
 #: to agree: the garbage collector deletes Jobs, then pods, a few seconds apart.
-GHOST_SLACK_SECONDS = 60
+GHOST_SLACK_SECONDS = 30
 
 
 def ghost_release_at(body: Mapping[str, Any], deleted_at: datetime) -> datetime:
