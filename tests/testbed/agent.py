@@ -83,6 +83,8 @@ STANDIN_ANNOTATION = "testbed.tidbbench.io/standin"
 EXEC_ANNOTATION = "testbed.tidbbench.io/exec"
 MAX_TERMINATION_MESSAGE = 4096
 FAULT_ANNOTATION = "testbed.tidbbench.io/fault"
+#: Server-side length of one pod watch; the agent lists all pods again after each.
+WATCH_SECONDS = 30
 #: Seconds (one try each) a pod status update is retried while the API server is away.
 STATUS_RETRIES = 120
 #: Images whose entrypoint the node "has": repository -> the Dockerfile's ENTRYPOINT, looked
@@ -142,8 +144,12 @@ class Agent:
                 for ev in w.stream(
                     self.api.list_pod_for_all_namespaces,
                     resource_version=rv,
-                    timeout_seconds=60,
+                    timeout_seconds=WATCH_SECONDS,
                     allow_watch_bookmarks=False,
+                    # A client-side bound too: an API server starved of etcd (504s) can
+                    # leave a watch open and silent, and a node that waits on it never
+                    # starts the pods bound to it.
+                    _request_timeout=(10, WATCH_SECONDS + 15),
                 ):
                     pod = ev["object"]
                     rv = pod.metadata.resource_version
@@ -151,6 +157,9 @@ class Agent:
                         self.handle(pod)
                     elif ev["type"] == "DELETED":
                         self.kill(pod.metadata.uid)
+                # Like the kubelet's periodic sync: list again after every watch, so a pod
+                # an interrupted stream did not bring is started all the same.
+                rv = ""
             except ApiException as exc:
                 if exc.status == 410:  # resourceVersion too old: relist
                     rv = ""
