@@ -61,6 +61,11 @@ def point_select(old: str = "", new: str = "") -> str:
             "total number of events: " + "9" * 5000,
             "not a count",
         ),
+        (
+            "total number of events:              769714",
+            "total number of events: 9007199254740993",
+            "at most 2^53-1",
+        ),
         ("queries:                             769714", "queries: " + "9" * 400, "queries"),
         ("max:                                   25.17", "max: 1" + "0" * 30, "latency_max_ms"),
     ],
@@ -74,6 +79,15 @@ def test_a_report_value_that_is_not_a_finite_non_negative_number_is_refused_by_l
     assert info.value.kind == "unreadable-report"
     assert words in str(info.value)
     assert "line " in str(info.value)
+
+
+def test_a_thread_count_of_more_digits_than_sysbench_prints_is_not_read() -> None:
+    # Found by the property test: 30 digits reached the step's model, past its bound.
+    absurd = point_select("Number of threads: 4", "Number of threads: " + "9" * 30)
+    assert to_step_result(parse_sysbench_output(absurd)).threads == 4, "the saved --threads=4"
+    alone = absurd.replace("--threads=4 ", "")
+    with pytest.raises(ParseError, match="the thread count is unknown"):
+        to_step_result(parse_sysbench_output(alone))
 
 
 def test_a_log_cut_inside_its_latency_block_is_not_a_report() -> None:

@@ -35,19 +35,20 @@ _VERSION_RE = re.compile(
     r"^sysbench (?P<version>[0-9]+\.[0-9]+(?:\.[0-9]+)?(?:[-+][0-9A-Za-z.+-]+)?)"
     r"(?: \(using (?P<luajit>[^)]*)\))?\s*$"
 )
-_THREADS_RE = re.compile(r"^Number of threads: ([0-9]+)\s*$")
-_THREADS_ARG_RE = re.compile(r"(?:^|\s)--(?:num[-_])?threads=([0-9]+)(?=\s|$)")
+# Thread counts are a C unsigned int in sysbench (10 digits at most); percentiles 1-100.
+_THREADS_RE = re.compile(r"^Number of threads: ([0-9]{1,10})\s*$")
+_THREADS_ARG_RE = re.compile(r"(?:^|\s)--(?:num[-_])?threads=([0-9]{1,10})(?=\s|$)")
 _REPORT_EVERY_RE = re.compile(r"^Report intermediate results every ([0-9]+) second\(s\)")
 _FORCING_RE = re.compile(r"^Forcing shutdown in ([0-9]+) seconds")
 # log_timestamp prints "[ %.0fs ] " (no fixed width); the Lua sysbench.report_default
 # prints "err/s %4.2f" without a colon (docs/sysbench.md "Intermediate reports").
 _INTERVAL_DB_RE = re.compile(
-    rf"^\[ {_NUM}s \] thds: ([0-9]+) tps: {_NUM} qps: {_NUM} "
-    rf"\(r/w/o: {_NUM}/{_NUM}/{_NUM}\) lat \(ms,([0-9]+)%\): {_NUM} "
+    rf"^\[ {_NUM}s \] thds: ([0-9]{{1,10}}) tps: {_NUM} qps: {_NUM} "
+    rf"\(r/w/o: {_NUM}/{_NUM}/{_NUM}\) lat \(ms,([0-9]{{1,3}})%\): {_NUM} "
     rf"err/s:? {_NUM} reconn/s: {_NUM}\s*$"
 )
 _INTERVAL_EPS_RE = re.compile(
-    rf"^\[ {_NUM}s \] thds: ([0-9]+) eps: {_NUM} lat \(ms,([0-9]+)%\): {_NUM}"
+    rf"^\[ {_NUM}s \] thds: ([0-9]{{1,10}}) eps: {_NUM} lat \(ms,([0-9]{{1,3}})%\): {_NUM}"
 )
 _INTERVAL_OTHER_RE = re.compile(r"^\[ [0-9.]+s \] ")
 _HIST_ROW_RE = re.compile(r"^\s*([0-9]+\.[0-9]+) \|\**\s* ([0-9]+)\s*$")
@@ -103,9 +104,9 @@ _INFORMATIONAL = frozenset(
 )
 
 
-#: sysbench's counters are uint64 (`%llu`); no rate, time or latency it prints is larger.
-MAX_COUNT = 2**64 - 1
-MAX_NUMBER = float(MAX_COUNT)
+#: Counts up to what a status keeps exactly (2^53-1); rates, times, latencies up to 2^64.
+MAX_COUNT = 2**53 - 1
+MAX_NUMBER = float(2**64 - 1)
 
 
 def _number(text: str) -> float | None:
@@ -118,9 +119,9 @@ def _number(text: str) -> float | None:
 
 
 def _count(text: str) -> int | None:
-    """A count as sysbench prints it (`%llu`: ASCII digits, at most 20), or None: isdigit()
-    alone accepts `²`, which int() refuses; a count of 400 digits overflows every rate."""
-    if not (text.isascii() and text.isdigit()) or len(text) > 20:
+    """A count as sysbench prints it (`%llu`: ASCII digits) up to MAX_COUNT, or None:
+    isdigit() alone accepts `²`, which int() refuses; 400 digits overflow every rate."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 16:
         return None
     value = int(text)
     return value if value <= MAX_COUNT else None
@@ -367,7 +368,7 @@ class _Parser:
                 self._keep(
                     self.problems,
                     f"line {self.line_no}: {label or key} {text.strip()[:40]!r} is not a count "
-                    "(sysbench prints ASCII digits, a 64-bit value)",
+                    "(sysbench prints ASCII digits; at most 2^53-1 here)",
                 )
                 return
             self.summary[key] = count
