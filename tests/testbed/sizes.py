@@ -200,7 +200,12 @@ def largest_run_steps_bytes() -> tuple[int, int, int]:
     from tidb_bench_operator.domain.api.results import Latency, StepResult
     from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
     from tidb_bench_operator.domain.api.run_status import StepStatus
-    from tidb_bench_operator.domain.api.trial import MAX_STATUS_TRIALS, Trial
+    from tidb_bench_operator.domain.api.trial import (
+        MAX_STATUS_DISTURBANCES,
+        MAX_STATUS_TRIALS,
+        STATUS_DISTURBANCES,
+        Trial,
+    )
     from tidb_bench_operator.domain.api.verdicts import TrialSummary
 
     def limit(fields: Any, name: str, kind: str) -> int:
@@ -218,9 +223,10 @@ def largest_run_steps_bytes() -> tuple[int, int, int]:
         value=big), events=2**53 - 1, duration_seconds=86400.0, sysbench_version="1" * 64,
     )  # fmt: skip
     seen = [
-        Disturbance(at=now, source="Kubernetes", what="PodRestarted", object="o" * 253,
-                    message="m" * 4000)
-    ] * MAX_DISTURBANCES  # fmt: skip
+        Disturbance(at=now, source="Kubernetes", what="PodRestarted",
+                    object="o" * 250 + f"{i:03}", message="m" * 4000)
+        for i in range(MAX_DISTURBANCES)
+    ]  # fmt: skip
     trial = Trial(
         round=19, qps=big, result=result, valid=False, client_saturated=True, finished_at=now,
         disturbed=MAX_DISTURBANCES, notes=["n" * 4000] * 50, disturbances=seen,
@@ -234,6 +240,9 @@ def largest_run_steps_bytes() -> tuple[int, int, int]:
                                 cv_percent=big, noisy=True),
         attempt=10, guard_retries=10, guard_wait_since=now,
     ).with_result(result)  # fmt: skip
-    kept = step.bounded(max(1, MAX_STATUS_TRIALS // steps))
+    kept = step.bounded(
+        max(1, MAX_STATUS_TRIALS // steps),
+        max(STATUS_DISTURBANCES, MAX_STATUS_DISTURBANCES // steps),
+    )
     one = _size(kept.model_dump(by_alias=True, exclude_none=True, mode="json"))
     return one * steps + 2, steps, len(kept.trials)

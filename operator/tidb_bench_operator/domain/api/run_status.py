@@ -180,14 +180,15 @@ class StepStatus(StatusModel):
             return {**value, "value": None}
         return value
 
-    def bounded(self, keep_trials: int) -> StepStatus:
+    def bounded(self, keep_trials: int, keep_disturbances: int = STATUS_DISTURBANCES) -> StepStatus:
         """The step as status keeps it once measured (the bound: docs/how-a-run-goes.md).
 
         Every note, disturbance and trial is in the results store (document st<index>, and
         each trial's t<index>m<n>); status keeps the first and last notes, each cut at
-        STATUS_NOTE_CHARS, a line saying where the rest are, the first STATUS_DISTURBANCES
-        disturbances, at most `keep_trials` compact trials (valid ones first; `trialsStored`
-        counts them all when some are left out), and no Job or pod names.
+        STATUS_NOTE_CHARS, a line saying where the rest are, `keep_disturbances`
+        disturbances (one of each kind first), at most `keep_trials` compact trials (valid
+        ones first; `trialsStored` counts them all when some are left out), and no Job or
+        pod names.
         """
         notes = [n for n in self.notes if not n.startswith(MORE_NOTES)]
         if len(notes) > STATUS_NOTES or len(notes) < len(self.notes):
@@ -200,9 +201,15 @@ class StepStatus(StatusModel):
             stored = len(trials)
             order = sorted(range(len(trials)), key=lambda i: (trials[i].valid is not True, i))
             trials = [trials[i] for i in sorted(order[:keep_trials])]
+        # One of each kind first (a step flagged for a pod on the bench node shows that one).
+        by_kind: dict[str, Disturbance] = {}
+        for d in self.disturbances:
+            by_kind.setdefault(d.what, d)
+        first = list(by_kind.values())
+        rest = [d for d in self.disturbances if d not in first]
         disturbances = [
             d.model_copy(update={"message": cut(d.message), "object": cut(d.object)})
-            for d in self.disturbances[:STATUS_DISTURBANCES]
+            for d in sorted([*first, *rest][:keep_disturbances], key=self.disturbances.index)
         ]
         return self.model_copy(
             update={

@@ -17,13 +17,15 @@ from tidb_bench_operator.domain.api.results import StepResult
 
 #: Trials status lists over all steps; a run with more keeps this many spread over its steps
 #: (each step at least one) and the rest in the results store only.
-MAX_STATUS_TRIALS = 2048
+MAX_STATUS_TRIALS = 1024
 #: A measured step in status keeps at most this many notes (the rest: the results store) ...
 STATUS_NOTES = 4
 #: ... each cut at this many characters ...
 STATUS_NOTE_CHARS = 160
-#: ... and at most this many of its disturbances (the notes summarise them all).
-STATUS_DISTURBANCES = 1
+#: ... and at least this many of its disturbances (the notes summarise them all) ...
+STATUS_DISTURBANCES = 2
+#: ... or, in a run of few steps, this many over all steps (up to the 20 a step keeps).
+MAX_STATUS_DISTURBANCES = 256
 #: The note that says where a step's other notes are.
 MORE_NOTES = "more notes:"
 

@@ -27,7 +27,12 @@ from tidb_bench_operator.domain.api.runner_message import (
     is_retried,
     read_series,
 )
-from tidb_bench_operator.domain.api.trial import MAX_STATUS_TRIALS, Trial
+from tidb_bench_operator.domain.api.trial import (
+    MAX_STATUS_DISTURBANCES,
+    MAX_STATUS_TRIALS,
+    STATUS_DISTURBANCES,
+    Trial,
+)
 from tidb_bench_operator.domain.guard import series_disturbances
 from tidb_bench_operator.domain.guard import summary as disturbance_summary
 from tidb_bench_operator.domain.jobs import (
@@ -345,7 +350,10 @@ def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: l
     updated.finished_at = ctx.now
     keep_nodes(ctx, pods)
     save_results(ctx, updated, series, round_ if not again else _kept_round(updated), trial)
-    st.steps[step.index] = updated.bounded(max(1, MAX_STATUS_TRIALS // len(st.steps)))
+    n = len(st.steps)
+    st.steps[step.index] = updated.bounded(
+        max(1, MAX_STATUS_TRIALS // n), max(STATUS_DISTURBANCES, MAX_STATUS_DISTURBANCES // n)
+    )
     st.invalid_steps = sum(1 for s in st.steps if s.valid is False)
     # Its results are stored: the trial's Jobs (and pods) go now, not at the run's TTL.
     ctx.delete_jobs(role="step", step=step.index, round_=round_)
