@@ -47,7 +47,9 @@ class Trial(StatusModel):
     round: int = Field(
         le=MAX_STATUS_INT, ge=0, description="Sweep round the trial was measured in, from 0."
     )
-    qps: float = Field(description="The trial's QPS (clients combined).")
+    # Not required in the CRD: a run measuring while the controller is upgraded has trials
+    # of the earlier release (QPS only in `result`, filled in below) beside new ones.
+    qps: float = Field(default=0.0, description="The trial's QPS (clients combined).")
     result: StepResult | None = Field(
         default=None,
         description="The trial's numbers (clients combined); in the results store, not in "
