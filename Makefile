@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/tests
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: test deps venv k8s lint types contracts unit e2e bench bench-input bench-guard fuzz soak testbed-up testbed-down demo clean crds docs-images compare-outputs
+.PHONY: test deps venv k8s lint types contracts unit e2e bench bench-input bench-guard bench-size fuzz soak testbed-up testbed-down demo clean crds docs-images compare-outputs
 
 test: deps venv k8s lint types contracts unit e2e
 
@@ -71,7 +71,7 @@ clean: testbed-down
 # Benchmarks (need `make testbed-up`): tool vs bare sysbench, the controller's overhead, the
 # queue at scale; then the hostile-input benchmark (pd-check on 4 MB of text, parse of a
 # 200 MB log); the statistics' false alarms and detection need nothing running.
-bench: venv bench-input
+bench: venv bench-input bench-size
 	$(BIN)/python bench/stats_false_alarms.py
 	$(BIN)/python bench/run_vs_sysbench.py
 	$(BIN)/python bench/controller_overhead.py
@@ -79,6 +79,11 @@ bench: venv bench-input
 
 bench-input: venv
 	$(BIN)/python bench/hostile_input.py
+
+# A long run's size (no test bed): 400 trials against the in-memory API, status, patch and
+# results-store bytes and Jobs alive per trial count, beside the commit before the bound.
+bench-size: venv
+	$(BIN)/python bench/status_size.py
 
 # The guard's cost (needs `make testbed-up`): the same sweep with spec.guard Off and Flag in
 # ABBA order, QPS ratio and the controller's CPU side by side.

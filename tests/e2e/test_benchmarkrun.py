@@ -87,8 +87,20 @@ def test_a_two_client_step_runs_on_two_bench_nodes_and_combines_both_clients(
     bed: RunBed, controller: Any, testbed: Testbed
 ) -> None:
     ensure_node(bed.core, "node4", kubelet_port=testbed.ports.kubelet, labels={BENCH_LABEL: "true"})
+    # The step's Jobs and pods are deleted once its result is stored: each client's message
+    # is read here while its pod is still there.
+    messages: dict[str, tuple[str, str]] = {}
     try:
         bed.create(bed.manifest("two", clients=2, threads=[2]))
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and len(messages) < 2:
+            for p in bed.core.list_namespaced_pod(
+                bed.namespace, label_selector="tidbbench.io/run=two,tidbbench.io/role=step"
+            ).items:
+                done = (p.status.container_statuses or [None])[0]
+                if done is not None and done.state.terminated and done.state.terminated.message:
+                    messages[p.metadata.name] = (p.spec.node_name, done.state.terminated.message)
+            time.sleep(0.1)
         run = bed.wait("two")
     finally:
         bed.core.delete_node("node4")
@@ -96,14 +108,13 @@ def test_a_two_client_step_runs_on_two_bench_nodes_and_combines_both_clients(
     assert run["status"]["phase"] == "Succeeded", run["status"]
     assert_quiet(run)
     assert step["clients"] == 2
-    pods = bed.core.list_namespaced_pod(
-        bed.namespace, label_selector="tidbbench.io/run=two,tidbbench.io/role=step"
-    ).items
-    assert sorted(p.spec.node_name for p in pods) == ["node1", "node4"]
-    per_client = []
-    for p in pods:
-        doc = json.loads(p.status.container_statuses[0].state.terminated.message)
-        per_client.append(doc["result"])
+    assert sorted(node for node, _ in messages.values()) == ["node1", "node4"]
+    assert run["status"]["environment"]["nodes"] == ["node1", "node4"]
+    steps_jobs = [
+        j.metadata.name for j in bed.jobs("two") if j.metadata.labels["tidbbench.io/role"] == "step"
+    ]
+    assert steps_jobs == [], "the step's Jobs went once its result was stored"
+    per_client = [json.loads(text)["result"] for _, text in messages.values()]
     assert step["qps"] == pytest.approx(sum(r["qps"] for r in per_client), rel=1e-6)
     assert step["events"] == sum(r["events"] for r in per_client)
     assert step["latencyMs"]["max"] == max(r["latencyMs"]["max"] for r in per_client)
@@ -206,12 +217,17 @@ def test_a_controller_killed_mid_step_continues_the_run_without_duplicates_or_lo
     run = bed.wait("restart")
     assert run["status"]["phase"] == "Succeeded", run["status"]
     assert [s["phase"] for s in run["status"]["steps"]] == ["Succeeded", "Succeeded"]
+    # Nothing ran twice: no step was retried, each started once (a step's Jobs are deleted
+    # once its result is stored, so only the prepare Job is left).
+    assert [s["attempt"] for s in run["status"]["steps"]] == [0, 0]
+    reasons = [e.reason for e in bed.events("restart")]
+    assert "StepRetried" not in reasons and reasons.count("StepSucceeded") == 2, reasons
     names = sorted(j.metadata.name for j in bed.jobs("restart"))
-    assert names == ["restart-prepare", "restart-s0-c0", "restart-s1-c0"]
+    assert names == ["restart-prepare"]
     pods = bed.core.list_namespaced_pod(
         bed.namespace, label_selector="tidbbench.io/run=restart"
     ).items
-    assert len(pods) == 3
+    assert len(pods) == 1
 
 
 def test_deleting_a_run_mid_step_stops_and_removes_its_jobs(bed: RunBed, controller: Any) -> None:
@@ -299,4 +315,4 @@ def test_a_run_named_with_more_than_63_characters_runs_and_is_selectable_by_its_
         .items
     )
     index = run["status"]["resultsConfigMap"]
-    assert sorted(cm.metadata.name for cm in cms) == [index, f"{index}-s0-p0"]
+    assert sorted(cm.metadata.name for cm in cms) == [index, f"{index}-s0-p0", f"{index}-st0-p0"]

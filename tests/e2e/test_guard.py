@@ -26,6 +26,7 @@ from testbed.runs import (
     RunBed,
     assert_quiet,
 )
+from tidb_bench_operator.domain.results_store import read_store
 
 pytestmark = pytest.mark.e2e
 
@@ -152,8 +153,14 @@ def test_retry_measures_the_disturbed_step_again_after_the_pod_leaves_and_keeps_
     assert st["phase"] == "Succeeded", st
     step = st["steps"][1]
     assert step["valid"] is True and step["guardRetries"] == 1
-    disturbed, clean = step["trials"]
-    assert disturbed["valid"] is False and clean["valid"] is True
+    assert [t["valid"] for t in step["trials"]] == [False, True]
+    assert step["trials"][0]["disturbed"] >= 1, "status counts them, the store lists them"
+    # Each trial's result and disturbances are in the run's results store.
+    cms = bed.core.list_namespaced_config_map(
+        bed.namespace, label_selector="tidbbench.io/run=again"
+    ).items
+    stored = read_store(st["resultsConfigMap"], {cm.metadata.name: cm.data for cm in cms})
+    disturbed, clean = stored.steps[1]["trials"]
     assert ("PodOnBenchNode", "basic-tikv-2") in what_of(disturbed)
     assert clean.get("disturbances", []) == []
     assert step["qps"] == clean["result"]["qps"]

@@ -358,6 +358,10 @@ class FakeKube:
                     del self.pod_store[pod_key]
         return len(doomed)
 
+    def configmap(self, namespace: str, name: str) -> JSON | None:
+        found = self.configmaps.get((namespace, name))
+        return copy.deepcopy(found) if found is not None else None
+
     def upsert_configmap(self, body: JSON) -> None:
         meta = body["metadata"]
         self.configmaps[(meta["namespace"], meta["name"])] = copy.deepcopy(body)
@@ -392,6 +396,12 @@ class FakeKube:
         run["status"] = merge_patch(run.get("status") or {}, status)
         return copy.deepcopy(run)
 
+    def json_patch_benchmark_run_status(self, namespace: str, name: str, ops: list[JSON]) -> JSON:
+        """A JSON patch (RFC 6902: add, replace, test) of the stored run; the run after."""
+        run = self.runs[(namespace, name)]
+        run["status"] = json_patch(run.get("status") or {}, ops, "/status")
+        return copy.deepcopy(run)
+
     # ---- reading what happened -----------------------------------------------------------
     def event_reasons(self, kind: str | None = None) -> list[str]:
         """The Events' reasons in order; of one involved kind (BenchmarkSchedule...) if given."""
@@ -413,6 +423,34 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             result[key] = merge_patch(result.get(key), value)
     return result
+
+
+def json_patch(target: JSON, ops: list[JSON], root: str) -> JSON:
+    """RFC 6902's add, replace and test under `root`, as the API server applies them; a
+    failed test or a missing path raises ValueError (the API server answers 422)."""
+    doc = copy.deepcopy(target)
+    for op in ops:
+        path = op["path"]
+        if not path.startswith(root + "/"):
+            raise ValueError(f"{path}: outside {root}")
+        *parents, last = path[len(root) + 1 :].split("/")
+        node: Any = doc
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        key: Any = int(last) if isinstance(node, list) else last
+        if op["op"] == "test":
+            if node[key] != op["value"]:
+                raise ValueError(f"test {path}: {node[key]!r} != {op['value']!r}")
+        elif op["op"] == "replace":
+            exists = 0 <= key < len(node) if isinstance(node, list) else key in node
+            if not exists:
+                raise ValueError(f"replace {path}: no such element")
+            node[key] = copy.deepcopy(op["value"])
+        elif op["op"] == "add":
+            node[key] = copy.deepcopy(op["value"])
+        else:
+            raise ValueError(f"op {op['op']!r} not supported here")
+    return doc
 
 
 def _in(key: Key, obj: JSON, namespace: str | None, selector: str) -> bool:

@@ -300,6 +300,18 @@ class Kube:
         """
         return self._patch_status("BenchmarkRun", "benchmarkruns", namespace, name, status)
 
+    def json_patch_benchmark_run_status(self, namespace: str, name: str, ops: list[JSON]) -> JSON:
+        """JSON-patch (RFC 6902) a BenchmarkRun's status subresource: `ops` may replace one
+        element of status.steps, which a merge patch cannot. Returns the stored object."""
+        with _converted(f"patching BenchmarkRun {namespace}/{name} status", from_body=True):
+            return _raw(
+                self.custom.patch_namespaced_custom_object_status(
+                    GROUP, VERSION, namespace, "benchmarkruns", name, ops,
+                    _content_type="application/json-patch+json", _request_timeout=TIMEOUT,
+                    _preload_content=False,
+                )
+            )  # fmt: skip
+
     def patch_benchmark_schedule_status(self, namespace: str, name: str, status: JSON) -> JSON:
         """Merge-patch a BenchmarkSchedule's status subresource; returns the stored object."""
         return self._patch_status(
@@ -366,6 +378,13 @@ class Kube:
             namespace,
             label_selector=selector,
         )
+
+    def configmap(self, namespace: str, name: str) -> JSON | None:
+        """One ConfigMap (a part of a run's results store), or None when it does not exist."""
+        return self._read(
+            "ConfigMap", namespace, name,
+            lambda **kw: self.core.read_namespaced_config_map(name, namespace, **kw),
+        )  # fmt: skip
 
     def upsert_configmap(self, body: JSON) -> None:
         """Create a ConfigMap, or replace the one of that name."""

@@ -190,8 +190,11 @@ class Metrics:
                     values.append((self.step_qps_interval, (*labels, bound), float(end)))
             if step.get("valid") is not None:
                 values.append((self.step_valid, labels, 1.0 if step["valid"] else 0.0))
+            # A trial in status keeps its disturbances' count (`disturbed`), the list is in
+            # the results store; runs of earlier releases kept the list.
             disturbed = len(step.get("disturbances") or []) + sum(
-                len(t.get("disturbances") or []) for t in step.get("trials") or []
+                max(int(t.get("disturbed") or 0), len(t.get("disturbances") or []))
+                for t in step.get("trials") or []
             )
             values.append((self.step_disturbances, labels, float(disturbed)))
             if step.get("tps") is not None:

@@ -15,8 +15,9 @@ from tidb_bench_operator.config import Credentials
 from tidb_bench_operator.domain.api.resources import parse_run_spec
 from tidb_bench_operator.domain.api.results import StepResult
 from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
-from tidb_bench_operator.domain.api.run_status import StepStatus, Trial
+from tidb_bench_operator.domain.api.run_status import StepStatus
 from tidb_bench_operator.domain.api.runner_message import StepReport, combine_clients
+from tidb_bench_operator.domain.api.trial import Trial
 from tidb_bench_operator.domain.preflight import (
     BENCH_NODE_ISOLATION,
     TOPOLOGY_SPREAD,
@@ -229,7 +230,7 @@ def run_local_sweep(
         results.append(step_result)
         doc = {**step_result.to_json_dict(), "notes": step_notes}
         if status.qps_trials is not None:
-            doc["trials"] = [t.result.qps for t in status.trials]
+            doc["trials"] = [t.qps for t in status.trials]
             doc["qpsTrials"] = status.qps_trials.model_dump(by_alias=True, mode="json")
         steps.append(doc)
     if spec.dataset.cleanup:

@@ -122,7 +122,10 @@ def _from_results_configmaps(items: list[dict[str, Any]], origin: str) -> Report
         name = str(meta.get("name"))
         by_name[name] = {str(k): v for k, v in data.items() if isinstance(v, str)}
         metas[name] = meta
-    index = next((n for n, d in by_name.items() if "steps.json" in d or "steps.parts" in d), None)
+    index = next(
+        (n for n, d in by_name.items() if {"steps.json", "steps.parts", "format"} & set(d)),
+        None,
+    )
     if index is None:
         raise TidbBenchError(
             f"{origin}: no ConfigMap with steps.json; is it a BenchmarkRun's results ConfigMap "
@@ -199,11 +202,34 @@ def find_report_source(ref: str, namespace: str | None) -> ReportSource:
     if status.get("resultsConfigMap"):
         try:
             items = Kube(api).results_configmaps(ns, ref)
-            series = _from_results_configmaps(items, ref).series if items else None
+            stored = _from_results_configmaps(items, ref) if items else None
         except (KubeError, TidbBenchError):
-            series = None  # the charts of QPS over time are left out; the rest stands
+            stored = None  # the charts and the trials' details are left out; the rest stands
+        if stored is not None:
+            series = stored.series
+            status["steps"] = with_stored_trials(status.get("steps"), stored.status["steps"])
     spec = admitted_spec(run) or run.get("spec")  # what the run ran with
     return ReportSource(ref, status, dict(spec) if isinstance(spec, dict) else None, series)
+
+
+def with_stored_trials(steps: object, stored: list[dict[str, Any]]) -> object:
+    """Status steps with each one's trials, notes and disturbances as the store has them.
+
+    Status keeps compact trials and a bounded few notes (domain/api/run_status.py); the
+    results store keeps them all. A step the store does not have is kept as status has it.
+    """
+    if not isinstance(steps, list):
+        return steps
+    by_index = {s.get("index"): s for s in stored if isinstance(s, dict)}
+    out = []
+    for step in steps:
+        full = by_index.get(step.get("index")) if isinstance(step, dict) else None
+        if full is None:
+            out.append(step)
+            continue
+        keys = ("trials", "notes", "disturbances")
+        out.append({**step, **{k: full[k] for k in keys if k in full}})
+    return out
 
 
 def compare_sources(

@@ -45,7 +45,7 @@ from tidb_bench_operator.domain.jobs import run_selector
 from tidb_bench_operator.domain.manifests import LABEL_SCHEDULE, RunRef, label_value
 from tidb_bench_operator.domain.objects import JSON
 from tidb_bench_operator.domain.queue import QueueEntry, Turn
-from tidb_bench_operator.domain.status import utc_now
+from tidb_bench_operator.domain.status import steps_json_patch, utc_now
 from tidb_bench_operator.errors import KubeError
 from tidb_bench_operator.reconcile.run import Outcome
 from tidb_bench_operator.reconcile.schedule.reconciler import ScheduleOutcome
@@ -98,6 +98,10 @@ class DriverKube(Protocol):
 
     def patch_benchmark_run_status(self, namespace: str, name: str, status: JSON) -> JSON:
         """Merge-patch a run's status; returns the stored object."""
+        ...
+
+    def json_patch_benchmark_run_status(self, namespace: str, name: str, ops: list[JSON]) -> JSON:
+        """JSON-patch (RFC 6902) a run's status; returns the stored object."""
         ...
 
     def patch_benchmark_schedule_status(self, namespace: str, name: str, status: JSON) -> JSON:
@@ -421,10 +425,17 @@ class Driver:
             stored = body
             if status:
                 ns, name = key[1], key[2]
+                # Only the steps that changed, not the whole list (steps_json_patch).
+                ops = steps_json_patch(body.get("status") or {}, status)
                 try:
-                    stored = await self._call(
-                        self.kube.patch_benchmark_run_status, ns, name, status
-                    )
+                    if ops is not None:
+                        stored = await self._call(
+                            self.kube.json_patch_benchmark_run_status, ns, name, ops
+                        )
+                    else:
+                        stored = await self._call(
+                            self.kube.patch_benchmark_run_status, ns, name, status
+                        )
                 except KubeError:
                     if key not in self.bodies:
                         return None  # deleted meanwhile

@@ -4,12 +4,18 @@ A ConfigMap holds at most 1 MiB of data, so one object rewritten after every ste
 a long run (9 steps x 600 s at a 1 s report interval already passes it). The store is laid
 out so that every object is within a byte budget by construction, whatever the spec:
 
-    <run>-results            the index: `format`, and `steps.json` (the step numbers, as in
-                             status.steps) or, when that is larger than the budget, the
-                             number of its parts (rewritten after each step: it is small)
-    <run>-results-steps-p<k> part k of steps.json (only when it does not fit the index)
+    <run>-results            the index: `format` and `steps`, the number of steps (a few
+                             bytes, the same after every trial)
+    <run>-results-st<i>-p<k> part k of step i's document: the step as status.steps has it,
+                             with every note and disturbance (status keeps a bounded few);
+                             rewritten when the step records a trial (one step's size)
+    <run>-results-t<i>m<m>-p<k> part k of trial m of step i (its full result, notes and
+                             disturbances; status keeps a compact line): written once
     <run>-results-s<i>-p<k>  part k of step i's interval series (written once, when the
                              step is recorded; never rewritten)
+
+So a trial writes its own documents only: the bytes one trial sends do not grow with the
+trials before it (format 2 rewrote every step's numbers after each trial: quadratic).
 
 A document is cut into parts of at most `budget` characters (the JSON is ASCII: characters
 are bytes) and read back by joining its parts in order. Before that, each client's series is
@@ -34,7 +40,9 @@ from tidb_bench_operator.domain.objects import JSON
 from tidb_bench_operator.errors import StoreError
 
 #: The layout's version, in the index's `format` key.
-STORE_FORMAT = "2"
+STORE_FORMAT = "3"
+#: The earlier layout (every step in the index's steps.json), still read.
+STORE_FORMAT_STEPS_JSON = "2"
 #: Kubernetes refuses a ConfigMap whose data is larger than 1 MiB (1 048 576 bytes).
 CONFIGMAP_LIMIT = 1024 * 1024
 #: Characters of document text per object by default: the limit less room for the keys.
@@ -142,17 +150,52 @@ def _parts(index: str, doc: str, text: str, budget: int) -> list[Part]:
     ]
 
 
-def index_parts(index: str, steps: Sequence[Mapping[str, Any]], budget: int) -> list[Part]:
-    """The index ConfigMap, and the parts of steps.json when it does not fit in it."""
-    steps_text = dumps(list(steps))
-    data = {"format": STORE_FORMAT}
-    if len(steps_text) <= budget:
-        return [Part(index, {**data, "steps.json": steps_text})]
-    parts = _parts(index, "steps", steps_text, budget)
-    return [Part(index, {**data, "steps.parts": str(len(parts))}), *parts]
+def index_part(index: str, steps: int) -> Part:
+    """The index ConfigMap: the layout's format and how many steps the run has."""
+    return Part(index, {"format": STORE_FORMAT, "steps": str(steps)})
+
+
+def step_parts(index: str, step: Mapping[str, Any], budget: int) -> list[Part]:
+    """The ConfigMaps of one step's document (`st<i>`): the step with all its notes."""
+    return _parts(index, f"st{step['index']}", dumps(dict(step)), budget)
+
+
+def trial_doc(step: int, ordinal: int) -> str:
+    """The name of trial `ordinal` (its place in the step's trials, from 0) of step `step`."""
+    return f"t{step}m{ordinal}"
+
+
+def trial_parts(
+    index: str, step: int, ordinal: int, trial: Mapping[str, Any], budget: int
+) -> list[Part]:
+    """The ConfigMaps of one trial's full document (written once)."""
+    return _parts(index, trial_doc(step, ordinal), dumps(dict(trial)), budget)
+
+
+def joined_doc(index: str, doc: str, configmaps: Mapping[str, Mapping[str, str]]) -> str | None:
+    """The text of document `doc` from its parts, or None when its first part is missing."""
+    first = configmaps.get(part_name(index, doc, 0))
+    if first is None:
+        return None
+    n = _count(first.get("parts", "1"), part_name(index, doc, 0))
+    return _joined(index, doc, n, configmaps)
+
+
+def _joined(index: str, doc: str, n: int, configmaps: Mapping[str, Mapping[str, str]]) -> str:
+    pieces = []
+    for k in range(n):
+        part = configmaps.get(part_name(index, doc, k))
+        if part is None:
+            raise StoreError(
+                f"ConfigMap {part_name(index, doc, k)} (part {k + 1} of {n} of {doc}) is missing"
+            )
+        pieces.append(part.get("part", ""))
+    return "".join(pieces)
 
 
 _SERIES_DOC = re.compile(r"s(\d+)(?:r(\d+))?")
+_STEP_DOC = re.compile(r"st(\d+)")
+_TRIAL_DOC = re.compile(r"t(\d+)m(\d+)")
 
 
 @dataclass(frozen=True)
@@ -171,7 +214,8 @@ def read_store(
     """Put a run's results back together from its ConfigMaps' data, by name.
 
     `configmaps` holds the run's results ConfigMaps (label tidbbench.io/role=results). Reads
-    this layout and the single ConfigMap of earlier releases (`steps.json` and a
+    this layout (each step's document with its full trials put back in), format 2 (every
+    step in steps.json) and the single ConfigMap of earlier releases (`steps.json` and a
     `series.json` with every step). A missing part is named in the StoreError; a document
     that is not a JSON list (steps) or object (series) is a StoreError too. `loads` parses
     JSON (a stricter reader for documents from users).
@@ -179,7 +223,7 @@ def read_store(
     data = configmaps.get(index)
     if data is None:
         raise StoreError(f"ConfigMap {index} (the index of the run's results) is missing")
-    if data.get("format") != STORE_FORMAT:
+    if data.get("format") not in (STORE_FORMAT, STORE_FORMAT_STEPS_JSON):
         return StoredResults(
             steps=_list(loads(data.get("steps.json") or "[]"), "steps.json"),
             series=_dict(loads(data.get("series.json") or "{}"), "series.json"),
@@ -189,29 +233,40 @@ def read_store(
         if name.startswith(f"{index}-") and "doc" in part:
             docs[part["doc"]] = _count(part.get("parts", "1"), name)
 
-    def joined(doc: str, n: int) -> str:
-        pieces = []
-        for k in range(n):
-            part = configmaps.get(part_name(index, doc, k))
-            if part is None:
-                raise StoreError(
-                    f"ConfigMap {part_name(index, doc, k)} (part {k + 1} of {n} of {doc}) "
-                    "is missing"
-                )
-            pieces.append(part.get("part", ""))
-        return "".join(pieces)
+    def read(doc: str, n: int) -> Any:
+        return loads(_joined(index, doc, n, configmaps))
 
-    if "steps.json" in data:
+    if data.get("format") == STORE_FORMAT:
+        steps = _steps_of(docs, read)
+    elif "steps.json" in data:
         steps = loads(data["steps.json"])
     else:
-        steps = loads(joined("steps", _count(data.get("steps.parts", "0"), index)))
+        steps = read("steps", _count(data.get("steps.parts", "0"), index))
     # Keyed as before stores were split: "<step>", and "<step>.<round>" for later rounds.
     series = {
-        ".".join(found.groups(default="")).rstrip("."): _dict(loads(joined(doc, n)), doc)
+        ".".join(found.groups(default="")).rstrip("."): _dict(read(doc, n), doc)
         for doc, n in sorted(docs.items())
         if (found := _SERIES_DOC.fullmatch(doc)) is not None
     }
     return StoredResults(steps=_list(steps, "steps.json"), series=series)
+
+
+def _steps_of(docs: Mapping[str, int], read: Callable[[str, int], Any]) -> list[JSON]:
+    """Format 3's steps in order, each with its trials' full documents in place."""
+    steps: dict[int, JSON] = {}
+    trials: dict[int, dict[int, JSON]] = {}
+    for doc, n in docs.items():
+        if (found := _STEP_DOC.fullmatch(doc)) is not None:
+            steps[int(found[1])] = _dict(read(doc, n), doc)
+        elif (found := _TRIAL_DOC.fullmatch(doc)) is not None:
+            trials.setdefault(int(found[1]), {})[int(found[2])] = _dict(read(doc, n), doc)
+    out = []
+    for i in sorted(steps):
+        step = dict(steps[i])
+        if i in trials:
+            step["trials"] = [trials[i][m] for m in sorted(trials[i])]
+        out.append(step)
+    return out
 
 
 #: More parts than this in one document cannot come from this store (see the module's bound).

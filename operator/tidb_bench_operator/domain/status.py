@@ -80,3 +80,36 @@ def status_patch(old: Mapping[str, Any], status: BaseModel) -> dict[str, Any]:
         if k not in new:
             patch[k] = None
     return patch
+
+
+def steps_json_patch(
+    old: Mapping[str, Any], patch: Mapping[str, Any]
+) -> list[dict[str, Any]] | None:
+    """The merge patch `patch` of a run's status as a JSON patch (RFC 6902) that sends only
+    the steps that changed; None when a merge patch says it as well.
+
+    A merge patch replaces a list whole, so every patch that touched one step resent all of
+    `status.steps` (bytes growing with the square of the trials). This one replaces step
+    `i` alone, after a `test` that the stored list still has that step at `i`; the other
+    keys are set whole, as the merge patch sets them (status_patch sends whole values).
+    None when the patch has no steps, when their number changed, or when it removes a key.
+    """
+    new_steps, old_steps = patch.get("steps"), old.get("steps")
+    if (
+        not isinstance(new_steps, list)
+        or not isinstance(old_steps, list)
+        or len(new_steps) != len(old_steps)
+        or any(value is None for value in patch.values())
+    ):
+        return None
+    ops: list[dict[str, Any]] = [
+        {"op": "add", "path": f"/status/{key}", "value": value}
+        for key, value in patch.items()
+        if key != "steps"
+    ]
+    for i, (was, now) in enumerate(zip(old_steps, new_steps, strict=True)):
+        if was != now:
+            index = now.get("index", i) if isinstance(now, dict) else i
+            ops.append({"op": "test", "path": f"/status/steps/{i}/index", "value": index})
+            ops.append({"op": "replace", "path": f"/status/steps/{i}", "value": now})
+    return ops

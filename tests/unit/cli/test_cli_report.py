@@ -142,13 +142,19 @@ def test_an_unreadable_file_is_an_error_with_exit_code_1(
 
 def test_a_list_of_a_runs_results_configmaps_is_put_back_together() -> None:
     from tidb_bench_operator.domain.manifests import RunRef, build_results_configmap
-    from tidb_bench_operator.domain.results_store import index_parts, series_parts, step_series
+    from tidb_bench_operator.domain.results_store import (
+        index_part,
+        series_parts,
+        step_parts,
+        step_series,
+    )
 
     run = RunRef("nightly-1", "bench", "u")
-    parts = index_parts("nightly-1-results", STEPS, 200)
+    parts = [index_part("nightly-1-results", len(STEPS))]
+    parts += [p for step in STEPS for p in step_parts("nightly-1-results", step, 200)]
     parts += series_parts("nightly-1-results", 0, step_series("oltp_point_select", 2, {}), 200)
     items = [build_results_configmap(run, p.name, p.data) for p in parts]
-    assert len(items) > 3, "steps.json cut in parts at this budget"
+    assert len(items) > 3, "a step's document cut in parts at this budget"
     doc = {"apiVersion": "v1", "kind": "List", "items": items}
     source = load_report_source(yaml.safe_dump(doc), "cms.yaml")
     assert (source.name, source.status["phase"], source.status["steps"]) == (
@@ -158,7 +164,7 @@ def test_a_list_of_a_runs_results_configmaps_is_put_back_together() -> None:
     )
     assert source.series is not None and set(source.series) == {"0"}
     short = {**doc, "items": [i for i in items if not i["metadata"]["name"].endswith("-p1")]}
-    with pytest.raises(TidbBenchError, match=r"nightly-1-results-steps-p1 \(part 2 of"):
+    with pytest.raises(TidbBenchError, match=r"nightly-1-results-st0-p1 \(part 2 of"):
         load_report_source(yaml.safe_dump(short), "cms.yaml")
 
 

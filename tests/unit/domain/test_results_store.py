@@ -16,13 +16,15 @@ from tidb_bench_operator.domain.results_store import (
     MAX_STEP_POINTS,
     Part,
     StoreError,
-    index_parts,
+    index_part,
     max_points,
     read_store,
     series_parts,
     split,
+    step_parts,
     step_series,
     thin,
+    trial_parts,
 )
 
 RUN = RunRef("r" * 253, "n" * 63, "u" * 36)  # the longest names Kubernetes allows
@@ -116,25 +118,45 @@ def test_the_largest_run_the_schema_allows_is_stored_within_the_object_limit() -
                    ).model_dump(by_alias=True, exclude_none=True, mode="json")
         for i in range(steps_n)
     ]  # fmt: skip
-    index = index_parts(INDEX, steps, DEFAULT_BUDGET)
-    assert len(index) > 1, "352 such steps do not fit one object: steps.json is cut in parts"
+    step_docs = [p for step in steps for p in step_parts(INDEX, step, DEFAULT_BUDGET)]
+    assert len(step_docs) == steps_n, "one object per step's document"
+    index = [index_part(INDEX, steps_n), *step_docs]
     for part in index:
         assert object_bytes(part) <= CONFIGMAP_LIMIT
     total = steps_n * step_objects + len(index)
-    # Said in docs/how-a-run-goes.md: the largest run is held in this many objects.
-    assert total <= steps_n * 4 + 8, total
-    # And read back: the index with its parts and one step's series.
+    # Said in docs/how-a-run-goes.md: the largest run is held in this many objects (and one
+    # per trial, when it has repeats).
+    assert total <= steps_n * 5 + 1, total
+    # And read back: the index, the steps' documents and one step's series.
     maps = {p.name: p.data for p in [*index, *series_parts(INDEX, 0, worst_step, DEFAULT_BUDGET)]}
     back = read_store(INDEX, maps)
     assert back.steps == json.loads(json.dumps(steps))
     assert back.series["0"] == json.loads(json.dumps(worst_step.doc))
 
 
+def test_a_steps_trials_are_read_back_in_place_of_its_compact_ones() -> None:
+    step = {"index": 2, "phase": "Succeeded", "trials": [{"round": 0, "qps": 1.0}] * 2}
+    trials = [{"round": r, "qps": float(r), "notes": [f"trial {r}"]} for r in (0, 1)]
+    parts = [
+        index_part(INDEX, 3),
+        *step_parts(INDEX, step, 64),
+        *(p for m, t in enumerate(trials) for p in trial_parts(INDEX, 2, m, t, 32)),
+    ]
+    back = read_store(INDEX, {p.name: p.data for p in parts})
+    assert back.steps == [{**step, "trials": trials}]
+
+
+def test_format_2_with_every_step_in_the_index_is_still_read() -> None:
+    steps = [{"index": 0, "phase": "Succeeded"}]
+    two = {"format": "2", "steps.json": json.dumps(steps)}
+    assert read_store(INDEX, {INDEX: two}).steps == steps
+
+
 def test_a_small_budget_spreads_a_step_over_several_objects_and_reads_back() -> None:
     doc = step_series("oltp_point_select", 1, {"0": [worst_point(t) for t in range(50)]})
     parts = series_parts(INDEX, 3, doc, 1024)
     assert len(parts) > 3 and all(len(p.data["part"]) <= 1024 for p in parts)
-    index = index_parts(INDEX, [{"index": 3, "phase": "Succeeded"}], 1024)
+    index = [index_part(INDEX, 4), *step_parts(INDEX, {"index": 3, "phase": "Succeeded"}, 1024)]
     back = read_store(INDEX, {p.name: p.data for p in [*index, *parts]})
     assert back.series == {"3": json.loads(json.dumps(doc.doc))}
     missing = {p.name: p.data for p in [*index, *parts] if p.name != parts[1].name}

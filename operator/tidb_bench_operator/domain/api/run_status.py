@@ -22,6 +22,13 @@ from tidb_bench_operator.domain.api.common import (
 )
 from tidb_bench_operator.domain.api.guard import Disturbance, GuardLook
 from tidb_bench_operator.domain.api.results import Latency, StepResult
+from tidb_bench_operator.domain.api.trial import (
+    MORE_NOTES,
+    STATUS_DISTURBANCES,
+    STATUS_NOTES,
+    Trial,
+    cut,
+)
 from tidb_bench_operator.domain.api.verdicts import (
     RunComparison,
     TrialSummary,
@@ -71,25 +78,6 @@ class PreflightStatus(StatusModel):
 def _result_text(name: str) -> str | None:
     """The description of a StepResult field, so step status and results say the same."""
     return StepResult.model_fields[name].description
-
-
-class Trial(StatusModel):
-    """One measurement of a step; with spec.repeats > 1 a step has several."""
-
-    round: int = Field(
-        le=MAX_STATUS_INT, ge=0, description="Sweep round the trial was measured in, from 0."
-    )
-    result: StepResult = Field(description="The trial's numbers (clients combined).")
-    valid: bool | None = Field(default=None, description="Whether the trial can be trusted.")
-    client_saturated: bool | None = Field(
-        default=None, description="True when the clients, not the database, were the bottleneck."
-    )
-    finished_at: datetime | None = Field(default=None, description="When the trial ended.")
-    notes: list[str] = Field(default_factory=list, description="How the trial was measured.")
-    disturbances: list[Disturbance] = Field(
-        default_factory=list,
-        description="What the guard saw change while the trial ran; any makes it invalid.",
-    )
 
 
 class StepStatus(StatusModel):
@@ -144,6 +132,13 @@ class StepStatus(StatusModel):
         description="Every trial, in the order measured. With several, the step's numbers are "
         "those of its median trial and qps is the median of the valid trials.",
     )
+    trials_stored: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_STATUS_INT,
+        description="How many trials the step has when status lists fewer (a run of more "
+        "than MAX_STATUS_TRIALS trials): the results store has them all.",
+    )
     qps_trials: TrialSummary | None = Field(
         default=None,
         description="The valid trials' QPS together: n, median, mean, the 95% interval of "
@@ -184,6 +179,48 @@ class StepStatus(StatusModel):
         if isinstance(value, dict) and "value" not in value:
             return {**value, "value": None}
         return value
+
+    def bounded(self, keep_trials: int, keep_disturbances: int = STATUS_DISTURBANCES) -> StepStatus:
+        """The step as status keeps it once measured (the bound: docs/how-a-run-goes.md).
+
+        Every note, disturbance and trial is in the results store (document st<index>, and
+        each trial's t<index>m<n>); status keeps the first and last notes, each cut at
+        STATUS_NOTE_CHARS, a line saying where the rest are, `keep_disturbances`
+        disturbances (one of each kind first), at most `keep_trials` compact trials (valid
+        ones first; `trialsStored` counts them all when some are left out), and no Job or
+        pod names.
+        """
+        notes = [n for n in self.notes if not n.startswith(MORE_NOTES)]
+        if len(notes) > STATUS_NOTES or len(notes) < len(self.notes):
+            head, tail = STATUS_NOTES // 2, STATUS_NOTES - STATUS_NOTES // 2
+            more = f"{MORE_NOTES} in the run's results store (document st{self.index})"
+            notes = [*notes[:head], more, *notes[head:][-tail:]]
+        trials = [t.compact() for t in self.trials]
+        stored = None
+        if len(trials) > keep_trials:
+            stored = len(trials)
+            order = sorted(range(len(trials)), key=lambda i: (trials[i].valid is not True, i))
+            trials = [trials[i] for i in sorted(order[:keep_trials])]
+        # One of each kind first (a step flagged for a pod on the bench node shows that one).
+        by_kind: dict[str, Disturbance] = {}
+        for d in self.disturbances:
+            by_kind.setdefault(d.what, d)
+        first = list(by_kind.values())
+        rest = [d for d in self.disturbances if d not in first]
+        disturbances = [
+            d.model_copy(update={"message": cut(d.message), "object": cut(d.object)})
+            for d in sorted([*first, *rest][:keep_disturbances], key=self.disturbances.index)
+        ]
+        return self.model_copy(
+            update={
+                "notes": [cut(n) for n in notes],
+                "disturbances": disturbances,
+                "trials": trials,
+                "trials_stored": stored,
+                "job_names": [],
+                "pod_names": [],
+            }
+        )
 
     def with_result(self, result: StepResult) -> StepStatus:
         """A copy carrying `result`'s numbers (the step's identity fields are kept)."""

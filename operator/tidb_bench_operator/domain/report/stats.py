@@ -54,7 +54,7 @@ def interval_marks(
     for trial in step.trials:
         if trial.valid is False:
             continue
-        y = y_at(trial.result.qps)
+        y = y_at(trial.qps)
         out.append(
             f'<circle class="trial" cx="{svg.num(x - 9)}" cy="{svg.num(y)}" r="2" fill="{colour}"/>'
         )
@@ -68,7 +68,7 @@ def qps_top(steps: Sequence[StepStatus]) -> float:
         summary = step.qps_trials
         if summary is not None and summary.ci_high is not None:
             top = max(top, summary.ci_high)
-        top = max([top, *(t.result.qps for t in step.trials if t.valid is not False)])
+        top = max([top, *(t.qps for t in step.trials if t.valid is not False)])
     return top
 
 

@@ -93,6 +93,10 @@ class RunKube(Protocol):
         """Create or replace a ConfigMap."""
         ...
 
+    def configmap(self, namespace: str, name: str) -> JSON | None:
+        """One ConfigMap, or None when it does not exist."""
+        ...
+
     def ensure_service_account(self, body: JSON) -> None:
         """Create a ServiceAccount unless it exists."""
         ...

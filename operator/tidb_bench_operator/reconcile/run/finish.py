@@ -49,7 +49,9 @@ def finish(ctx: RunContext) -> None:
         )
     env = st.environment or Environment()
     env.sysbench_version = next((r.sysbench_version for r in valid), env.sysbench_version)
-    env.nodes = node_names(ctx.kube.pods(run.namespace, run_selector(run, role="step")))
+    # Each recorded step added its nodes (its Jobs are gone by now); any still here join.
+    step_pods = ctx.kube.pods(run.namespace, run_selector(run, role="step"))
+    env.nodes = sorted(set(env.nodes) | set(node_names(step_pods)))
     st.environment = env
     st.fingerprint = fingerprint(ctx, env)
     st.current_step = len(st.steps)

@@ -19,13 +19,19 @@ from typing import Any
 from tidb_bench_operator.domain.api.common import StepPhase
 from tidb_bench_operator.domain.api.guard import Disturbance
 from tidb_bench_operator.domain.api.results import StepResult
-from tidb_bench_operator.domain.api.run_status import StepStatus, Trial
+from tidb_bench_operator.domain.api.run_status import StepStatus
 from tidb_bench_operator.domain.api.runner_message import (
     RunnerFailure,
     StepReport,
     combine_clients,
     is_retried,
     read_series,
+)
+from tidb_bench_operator.domain.api.trial import (
+    MAX_STATUS_DISTURBANCES,
+    MAX_STATUS_TRIALS,
+    STATUS_DISTURBANCES,
+    Trial,
 )
 from tidb_bench_operator.domain.guard import series_disturbances
 from tidb_bench_operator.domain.guard import summary as disturbance_summary
@@ -45,23 +51,22 @@ from tidb_bench_operator.domain.jobs import (
 )
 from tidb_bench_operator.domain.manifests import (
     START_LEAD_SECONDS,
-    build_results_configmap,
     build_runner_job,
     build_step_runner_args,
-    object_name,
     step_job_name,
 )
 from tidb_bench_operator.domain.objects import JSON
-from tidb_bench_operator.domain.results_store import (
-    StepSeries,
-    index_parts,
-    series_parts,
-    step_series,
-)
+from tidb_bench_operator.domain.results_store import StepSeries, step_series
 from tidb_bench_operator.domain.stats.trials import with_trial
 from tidb_bench_operator.domain.status import condition_reason
 from tidb_bench_operator.reconcile.run import guard
 from tidb_bench_operator.reconcile.run.context import RunContext
+from tidb_bench_operator.reconcile.run.stored import (
+    keep_nodes,
+    save_results,
+    stored_result,
+    stored_trials,
+)
 
 #: A step's Jobs may run this long beyond the start lead, warm-up and duration.
 STEP_DEADLINE_SLACK_SECONDS = 300
@@ -312,6 +317,7 @@ def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: l
     again = (
         bool(disturbed) and spec.guard.policy == "Retry" and step.guard_retries < spec.guard.retries
     )
+    trial: Trial | None = None
     if spec.repeats == 1 and not step.trials and not again:
         updated = step.with_result(combined.result)
         updated.valid = valid
@@ -320,11 +326,15 @@ def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: l
         updated.phase = StepPhase.SUCCEEDED
     else:
         trial = Trial(
-            round=round_, result=combined.result, valid=valid,
-            client_saturated=combined.saturated, finished_at=ctx.now, notes=notes,
-            disturbances=disturbed,
+            round=round_, qps=combined.result.qps, result=combined.result, valid=valid,
+            client_saturated=combined.saturated, finished_at=ctx.now,
+            notes=[*notes, *series_notes, *series.notes], disturbances=disturbed,
         )  # fmt: skip
-        updated = with_trial(step, trial, spec.noisy_cv_percent)
+        if (step.trials_stored or 0) > len(step.trials):  # status lists some: read them all
+            step = step.model_copy(update={"trials": stored_trials(ctx, step)})
+        updated = with_trial(
+            step, trial, spec.noisy_cv_percent, stored=lambda m: stored_result(ctx, step, m)
+        )
         updated.disturbances = []
         label = f"trial {round_ + 1}" if spec.repeats > 1 else f"measurement {len(updated.trials)}"
         updated.notes = [*step.notes, *(f"{label}: {n}" for n in notes)]
@@ -332,16 +342,21 @@ def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: l
         done = not again and len(rounds) >= spec.repeats
         updated.phase = StepPhase.SUCCEEDED if done else StepPhase.PENDING
         if not done:  # the next trial has spec.stepRetries of its own
-            updated.pod_names = []
             updated.attempt = updated.attempt + 1 if again else 0
     if again:
         updated.guard_retries += 1
         updated.guard_wait_since = ctx.now
     updated.notes = [*updated.notes, *series_notes, *series.notes]
     updated.finished_at = ctx.now
-    st.steps[step.index] = updated
+    keep_nodes(ctx, pods)
+    save_results(ctx, updated, series, round_ if not again else _kept_round(updated), trial)
+    n = len(st.steps)
+    st.steps[step.index] = updated.bounded(
+        max(1, MAX_STATUS_TRIALS // n), max(STATUS_DISTURBANCES, MAX_STATUS_DISTURBANCES // n)
+    )
     st.invalid_steps = sum(1 for s in st.steps if s.valid is False)
-    save_results(ctx, updated.index, series, round_ if not again else _kept_round(updated))
+    # Its results are stored: the trial's Jobs (and pods) go now, not at the run's TTL.
+    ctx.delete_jobs(role="step", step=step.index, round_=round_)
     ctx.event("Normal", "StepSucceeded", _recorded_text(ctx, updated, combined.result, round_))
     if again:
         what = f"step {step.index + 1} ({step.workload}, {step.threads} threads)"
@@ -464,19 +479,3 @@ def read_step_series(
             per_client[client_index(pod)] = found
             by_pod[name] = found
     return step_series(step.workload, step.threads, per_client), notes, by_pod, unread
-
-
-def save_results(ctx: RunContext, index: int, series: StepSeries, round_: int = 0) -> None:
-    """Write step `index`'s series (of round `round_`) and the index of the run's results.
-
-    Each object is within the store's budget by construction (domain.results_store); a
-    trial's series objects are written once, the small index after every trial.
-    """
-    run, st = ctx.run, ctx.st
-    name = object_name(run.name, "results")
-    budget = ctx.deps.results_budget
-    steps = [s.model_dump(by_alias=True, exclude_none=True, mode="json") for s in st.steps]
-    parts = series_parts(name, index, series, budget, round_)
-    for part in [*parts, *index_parts(name, steps, budget)]:
-        ctx.kube.upsert_configmap(build_results_configmap(run, part.name, part.data))
-    st.results_config_map = name

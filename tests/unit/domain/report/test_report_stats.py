@@ -7,7 +7,8 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from tidb_bench_operator.domain.api.results import StepResult
-from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus, StepStatus, Trial
+from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus, StepStatus
+from tidb_bench_operator.domain.api.trial import Trial
 from tidb_bench_operator.domain.report.chart import render_svg
 from tidb_bench_operator.domain.report.markdown import render_markdown
 from tidb_bench_operator.domain.report.model import run_report, schedule_report

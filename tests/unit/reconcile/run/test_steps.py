@@ -43,8 +43,8 @@ def test_the_reconcile_that_sees_a_steps_jobs_finish_records_it_and_starts_the_n
     args = bed.kube.job(NS, "sweep-s1-c1")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--start-at=2024-06-01T02:00:48+00:00" in args, "8 s ahead of this reconcile"
     assert bed.kube.job_names(NS) == [
-        "sweep-prepare", "sweep-s0-c0", "sweep-s0-c1", "sweep-s1-c0", "sweep-s1-c1",
-    ]  # fmt: skip
+        "sweep-prepare", "sweep-s1-c0", "sweep-s1-c1",
+    ], "the recorded step's Jobs are deleted"  # fmt: skip
     assert [e["reason"] for e in bed.kube.events[seen:]] == ["StepSucceeded", "StepStarted"]
     assert bed.condition("Progressing")["message"].startswith("step 2/2: oltp_point_select at 16")
     assert bed.status["phase"] == "Running"
@@ -167,7 +167,8 @@ def test_a_lost_client_in_a_later_round_is_retried_as_an_attempt_of_that_trial()
     bed.kube.kill_pod(NS, "sweep-s0-r1-c0", reason="OOMKilled")
     bed.reconcile()
     assert (bed.step(0)["phase"], bed.step(0)["attempt"]) == ("Pending", 1)
-    assert "sweep-s0-c0" in bed.kube.job_names(NS), "the first trial's Job is kept"
+    assert "sweep-s0-c0" not in bed.kube.job_names(NS), "the first trial's Job went once stored"
+    assert stored(bed).steps[0]["trials"][0]["result"]["qps"] == 8000.0
     bed.reconcile()
     assert bed.step(0)["jobNames"] == ["sweep-s0-r1-c0-a1"], "round in -r, attempt in -a"
     bed.kube.finish_job(
@@ -175,7 +176,7 @@ def test_a_lost_client_in_a_later_round_is_retried_as_an_attempt_of_that_trial()
     )
     bed.reconcile()
     assert bed.status["phase"] == "Succeeded"
-    assert [t["result"]["qps"] for t in bed.step(0)["trials"]] == [8000.0, 8200.0]
+    assert [t["qps"] for t in bed.step(0)["trials"]] == [8000.0, 8200.0]
     assert sorted(stored(bed).series) == ["0", "0.1"], "each trial's series kept, as before"
 
 
@@ -347,10 +348,15 @@ def test_repeats_run_the_sweep_in_rounds_and_the_step_shows_the_median_and_inter
             if (round_, index) != (2, 1):
                 waiting = bed.step(index)
                 assert waiting["phase"] == ("Pending" if round_ < 2 else "Succeeded")
-    assert [j for j in bed.kube.job_names(NS) if j != "sweep-prepare"] == sorted(order)
+    assert [j for j in bed.kube.job_names(NS) if j != "sweep-prepare"] == [], "stored: deleted"
     assert bed.status["phase"] == "Succeeded"
     first, second = bed.step(0), bed.step(1)
-    assert [t["result"]["qps"] for t in first["trials"]] == [1000.0, 1100.0, 900.0]
+    assert [t["qps"] for t in first["trials"]] == [1000.0, 1100.0, 900.0]
+    assert all("result" not in t for t in first["trials"]), "status keeps compact trials"
+    full = stored(bed).steps[0]["trials"]
+    assert [t["result"]["qps"] for t in full] == [1000.0, 1100.0, 900.0]
+    # The median (1000) is the first trial: its full numbers were read back from the store.
+    assert first["tps"] == full[0]["result"]["tps"]
     assert [t["round"] for t in first["trials"]] == [0, 1, 2]
     assert first["qps"] == 1000.0 and second["qps"] == 2100.0
     assert first["qpsTrials"]["n"] == 3 and first["qpsTrials"]["noisy"] is False
