@@ -271,12 +271,13 @@ def _credential_env(spec: BenchmarkRunSpec) -> list[dict[str, Any]]:
     ]
 
 
-def holds_annotation(run: RunRef, queue: str, step_deadline_seconds: int | None) -> str:
+def holds_annotation(run: RunRef, queue: str, step_seconds: int | None) -> str:
     """The ANNOTATION_HOLDS value: the run (namespace, name, uid), its queue key and, for a
-    step's pod, how long after its creation its sysbench has stopped by itself."""
+    step's pod, how long after its start its sysbench has stopped by itself (the common
+    start's lead, warm-up and duration: what queue.ghost_release_at counts from a step)."""
     found: dict[str, Any] = {"run": f"{run.namespace}/{run.name}", "uid": run.uid, "queue": queue}
-    if step_deadline_seconds is not None:
-        found["stepDeadlineSeconds"] = step_deadline_seconds
+    if step_seconds is not None:
+        found["stepSeconds"] = step_seconds
     return json.dumps(found, separators=(",", ":"), sort_keys=True)
 
 
@@ -343,6 +344,7 @@ def build_runner_job(
         ],
         "volumes": [{"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}}],
     }
+    step_seconds = START_LEAD_SECONDS + spec.warmup_seconds + spec.duration_seconds
     if endpoint.mysql_tls_secret:
         mount_mysql_tls(pod_spec, endpoint.mysql_tls_secret, RUNNER_UID)
     # Dataset Jobs keep away from the database pods too: they load the same node.
@@ -366,7 +368,7 @@ def build_runner_job(
                     "labels": labels,
                     "annotations": {
                         ANNOTATION_HOLDS: holds_annotation(
-                            run, queue, None if step is None else active_deadline_seconds
+                            run, queue, None if step is None else step_seconds
                         )
                     },
                 },

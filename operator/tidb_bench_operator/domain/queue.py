@@ -244,8 +244,9 @@ def ghosts_left(
     A pod counts while it has not stopped and its ANNOTATION_HOLDS names a run whose uid is
     not in `live_uids`. Its bound is ghost_release_at's from what the pod says: the later of
     its deletion (its deletionTimestamp; `now` if it has none yet) and, for a step's pod,
-    its creation plus its step's deadline, plus the pods' grace period and
-    GHOST_SLACK_SECONDS. A cluster keeps the latest bound of its pods; one passed holds nothing.
+    its start (its startTime, else its creation) plus its step's seconds, plus the pods'
+    grace period and GHOST_SLACK_SECONDS. A cluster keeps the latest bound of its pods; a
+    bound already passed holds nothing.
     """
     found: dict[str, LeftBehind] = {}
     for pod in pods:
@@ -254,10 +255,12 @@ def ghosts_left(
             continue
         meta = pod.get("metadata") or {}
         end = parse_time(meta.get("deletionTimestamp")) or now
-        deadline = holds.get("stepDeadlineSeconds")
-        created = parse_time(meta.get("creationTimestamp"))
-        if isinstance(deadline, int) and 0 < deadline <= 2**31 and created is not None:
-            end = max(end, created + timedelta(seconds=deadline))
+        seconds = holds.get("stepSeconds")
+        started = parse_time((pod.get("status") or {}).get("startTime")) or parse_time(
+            meta.get("creationTimestamp")
+        )
+        if isinstance(seconds, int) and 0 < seconds <= 2**31 and started is not None:
+            end = max(end, started + timedelta(seconds=seconds))
         until = end + timedelta(seconds=RUNNER_GRACE_SECONDS + GHOST_SLACK_SECONDS)
         qkey = holds["queue"]
         if until > now and (qkey not in found or found[qkey].until < until):

@@ -13,6 +13,7 @@ from tidb_bench_operator.controller.driver import Driver
 from tidb_bench_operator.domain.api.resources import parse_run_spec
 from tidb_bench_operator.domain.manifests import (
     RUNNER_GRACE_SECONDS,
+    START_LEAD_SECONDS,
     RunRef,
     build_runner_job,
     compute_endpoint,
@@ -23,7 +24,7 @@ from unit.controller.test_driver import SPEC, Runs, Schedules, queue_index
 
 JSON = dict[str, Any]
 QKEY = "cluster/tidb/basic"
-#: The step Job's activeDeadlineSeconds: its pods have stopped by themselves after this.
+#: The step Job's activeDeadlineSeconds (its pods' bound is their step's end, sooner).
 DEADLINE = 668
 
 
@@ -100,7 +101,9 @@ def test_a_restarted_controller_admits_no_run_while_a_deleted_runs_pod_still_run
 def test_the_recovered_ghost_is_released_at_its_pods_known_end_plus_the_grace_period() -> None:
     api, clock = bed()
     created = clock()
-    bound = created + timedelta(seconds=DEADLINE + RUNNER_GRACE_SECONDS + GHOST_SLACK_SECONDS)
+    spec = parse_run_spec(SPEC)  # the step's lead, warm-up and duration from its start
+    step = START_LEAD_SECONDS + spec.warmup_seconds + spec.duration_seconds
+    bound = created + timedelta(seconds=step + RUNNER_GRACE_SECONDS + GHOST_SLACK_SECONDS)
     runs = Runs()
     driver = restarted(api, clock, runs)
     asyncio.run(driver.recover())
