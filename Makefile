@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/tests
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: test deps venv k8s lint types contracts unit e2e bench bench-input bench-guard bench-size fuzz soak testbed-up testbed-down demo clean crds docs-images compare-outputs
+.PHONY: test deps venv k8s lint types contracts unit e2e bench bench-input bench-guard bench-size bench-stall fuzz soak testbed-up testbed-down demo clean crds docs-images compare-outputs
 
 test: deps venv k8s lint types contracts unit e2e
 
@@ -70,8 +70,9 @@ clean: testbed-down
 
 # Benchmarks (need `make testbed-up`): tool vs bare sysbench, the controller's overhead, the
 # queue at scale; then the hostile-input benchmark (pd-check on 4 MB of text, parse of a
-# 200 MB log); the statistics' false alarms and detection need nothing running.
-bench: venv bench-input bench-size
+# 200 MB log); the statistics' false alarms and detection, a long run's size and the
+# silent-dependency benchmark need nothing running.
+bench: venv bench-input bench-size bench-stall
 	$(BIN)/python bench/stats_false_alarms.py
 	$(BIN)/python bench/run_vs_sysbench.py
 	$(BIN)/python bench/controller_overhead.py
@@ -84,6 +85,11 @@ bench-input: venv
 # results-store bytes and Jobs alive per trial count, beside the commit before the bound.
 bench-size: venv
 	$(BIN)/python bench/status_size.py
+
+# A dependency that accepts and never answers (needs nothing running: the Driver on the fake
+# API): a run's per-step overhead alone and beside eight runs whose database is silent.
+bench-stall: venv
+	$(BIN)/python bench/silent_dependency.py
 
 # The guard's cost (needs `make testbed-up`): the same sweep with spec.guard Off and Flag in
 # ABBA order, QPS ratio and the controller's CPU side by side.

@@ -25,3 +25,7 @@ _.unsettled_groups  # ClusterView: groups in a rollout or scale, from their stat
 
 # urllib calls it on its redirect handlers (adapters/pd/http.py: redirects are not followed).
 _.redirect_request
+
+# pymysql reads it before every read (adapters/mysql.py: the greeting within the connect
+# timeout, queries within the longer read timeout; pymysql has no setter).
+_._read_timeout

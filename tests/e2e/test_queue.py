@@ -4,6 +4,7 @@ a deleted run whose pod is stuck Terminating holds the cluster only until its bo
 from __future__ import annotations
 
 import itertools
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -63,22 +64,28 @@ def test_twenty_queued_runs_all_succeed_one_at_a_time_in_creation_order(
         assert by_name[after]["status"]["startedAt"] >= by_name[before]["status"]["finishedAt"]
 
 
-def test_a_deleted_run_whose_pod_is_stuck_terminating_releases_the_cluster_at_its_bound(
-    bed: RunBed, controller: Any
-) -> None:
-    bed.create(bed.manifest("stuck", threads=[1], durationSeconds=4))
-    selector = "tidbbench.io/run=stuck,tidbbench.io/role=step"
+def unreachable_client(run: str, bed: RunBed) -> Any:
+    """`run` (one 4-s step) created; its client pod once Running, on a node that stops
+    answering (testbed/agent.py): once deleted it stays listed, Running."""
+    bed.create(bed.manifest(run, threads=[1], durationSeconds=4))
+    selector = f"tidbbench.io/run={run},tidbbench.io/role=step"
 
     def client_pod() -> Any:
         pods = bed.core.list_namespaced_pod(bed.namespace, label_selector=selector).items
         return pods[0] if pods and pods[0].status.phase == "Running" else None
 
-    pod = wait_for(client_pod, 180, "the client pod of stuck running")
-    # Its node stops answering (testbed/agent.py): once deleted it stays listed, Running.
+    pod = wait_for(client_pod, 180, f"the client pod of {run} running")
     bed.core.patch_namespaced_pod(
         pod.metadata.name, bed.namespace,
         {"metadata": {"annotations": {FAULT_ANNOTATION: "NodeUnreachable"}}},
     )  # fmt: skip
+    return pod
+
+
+def test_a_deleted_run_whose_pod_is_stuck_terminating_releases_the_cluster_at_its_bound(
+    bed: RunBed, controller: Any
+) -> None:
+    pod = unreachable_client("stuck", bed)
     run = bed.get("stuck")
     started = parse_time(run["status"]["steps"][0]["startedAt"])
     custom = client.CustomObjectsApi(bed.api)
@@ -99,4 +106,42 @@ def test_a_deleted_run_whose_pod_is_stuck_terminating_releases_the_cluster_at_it
         assert (after["status"].get("startedAt") or "") != ""
         assert bed.wait("after", timeout=180)["status"]["phase"] == "Succeeded"
     finally:
+        bed.core.delete_namespaced_pod(pod.metadata.name, bed.namespace, grace_period_seconds=0)
+
+
+def test_a_deleted_runs_stuck_pod_still_holds_the_cluster_after_a_controller_restart(
+    bed: RunBed, controller: Any
+) -> None:
+    """The run is deleted while the controller is down (no deletion event ever reaches
+    it): the restarted controller finds the pod by its annotation, holds the cluster until
+    the pod's step end (or its deletion) plus the grace period and the slack, then releases it."""
+    pod = unreachable_client("held", bed)
+    custom = client.CustomObjectsApi(bed.api)
+    controller.kill()
+    try:
+        custom.delete_namespaced_custom_object(GROUP, VERSION, bed.namespace, PLURAL, "held")
+        bed.create(bed.manifest("after-restart", threads=[1], durationSeconds=1))
+
+        def deleting() -> Any:
+            found = bed.core.read_namespaced_pod(pod.metadata.name, bed.namespace)
+            return found if found.metadata.deletion_timestamp is not None else None
+
+        gone = wait_for(deleting, 60, "the garbage collector deleting the stuck pod")
+        holds = json.loads(gone.metadata.annotations["tidbbench.io/holds"])
+        bound = max(
+            gone.metadata.deletion_timestamp,
+            gone.status.start_time + timedelta(seconds=holds["stepSeconds"]),
+        ) + timedelta(seconds=RUNNER_GRACE_SECONDS + GHOST_SLACK_SECONDS)
+        controller.start()
+        waiting = bed.wait("after-restart", phases=("Pending",), timeout=30)
+        assert waiting["status"].get("waitingFor") == f"{bed.namespace}/held", waiting["status"]
+        after = bed.wait("after-restart", phases=("Preflight", "Preparing", "Running",
+                                                  "Succeeded", "Failed"), timeout=180)  # fmt: skip
+        moved = datetime.now(UTC)
+        assert moved >= bound - timedelta(seconds=2), (moved, bound)
+        assert (after["status"].get("startedAt") or "") != ""
+        assert bed.wait("after-restart", timeout=180)["status"]["phase"] == "Succeeded"
+    finally:
+        if controller.proc is None or controller.proc.poll() is not None:
+            controller.start()
         bed.core.delete_namespaced_pod(pod.metadata.name, bed.namespace, grace_period_seconds=0)

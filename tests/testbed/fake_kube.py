@@ -164,6 +164,9 @@ class FakeKube:
                     "name": key[1],
                     "namespace": namespace,
                     "labels": labels,
+                    "annotations": dict(
+                        job["spec"]["template"]["metadata"].get("annotations") or {}
+                    ),
                     "creationTimestamp": rfc3339(self.clock()),
                 },
                 "spec": copy.deepcopy(job["spec"]["template"]["spec"]),

@@ -264,7 +264,7 @@ def test_benchmark_jobs_are_hardened_and_run_as_the_permission_less_runner(
     run = RunRef("r", "tidb-cluster", "uid-1")
     job = build_runner_job(
         run, spec, compute_endpoint(spec, run.namespace), name="r-s0-c0", role="step",
-        runner_args=["step"], step=0, client=0, active_deadline_seconds=60,
+        runner_args=["step"], step=0, client=0, active_deadline_seconds=60, queue="cluster/tidb/basic",
     )  # fmt: skip
     pod = job["spec"]["template"]["spec"]
     _containers_hardened(pod, "runner Job")

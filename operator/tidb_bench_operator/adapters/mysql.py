@@ -54,9 +54,19 @@ class DSN:
         return hide_credentials(text, self.user if self.user_source else "", self.password)
 
 
+#: A query's answer may take this long (the connection itself: the caller's timeout).
+QUERY_READ_TIMEOUT_SECONDS = 60.0
+
+
 @contextmanager
 def connect(dsn: DSN, timeout: float = 10.0) -> Iterator[Any]:
-    """A pymysql connection with timeouts; errors become DatabaseError with the MySQL errno."""
+    """A pymysql connection with timeouts; errors become DatabaseError with the MySQL errno.
+
+    Connecting, the server's greeting and the login included, takes at most `timeout`:
+    pymysql's connect_timeout covers the TCP connect only and reads the greeting with the
+    read timeout, so a server that accepts and never answers held the caller for the
+    queries' read timeout (60 s) on every try.
+    """
     try:
         conn = pymysql.connect(
             host=dsn.host,
@@ -67,11 +77,16 @@ def connect(dsn: DSN, timeout: float = 10.0) -> Iterator[Any]:
             password=dsn.password.encode("utf-8"),
             database=dsn.database,
             connect_timeout=timeout,
-            read_timeout=max(timeout, 60.0),
+            read_timeout=timeout,
             write_timeout=timeout,
             autocommit=True,
             ssl=dsn.tls,
+            defer_connect=True,
         )
+        conn.connect()
+        # A query may take longer than a greeting (region listings of a big table):
+        # pymysql reads its read timeout before every read, and has no setter for it.
+        conn._read_timeout = max(timeout, QUERY_READ_TIMEOUT_SECONDS)
     except pymysql.err.MySQLError as exc:
         errno = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
         text = dsn.hide(str(exc.args[1] if len(exc.args) > 1 else exc))

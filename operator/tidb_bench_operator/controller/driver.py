@@ -14,7 +14,9 @@ pool when a deadline comes:
 - a run that holds its cluster and is deleted leaves a *ghost* that keeps the cluster busy
   until the run's pods are gone (one pod list per second, only for that run), or at the
   latest until its step's known end plus the pods' grace period (queue.ghost_release_at): a
-  pod stuck Terminating on a node that does not answer holds the cluster no longer;
+  pod stuck Terminating on a node that does not answer holds the cluster no longer. A
+  restarted controller finds its ghosts again from the runner pods of runs that no longer
+  exist (controller/ghosts.py) before it admits any run;
 - a schedule is looked at when it is created or its spec changes, when one of its runs
   appears, finishes or goes, at its next fire time, and at the latest every
   SCHEDULE_RESYNC_SECONDS (a safety net: an idle schedule costs one list call per resync).
@@ -23,7 +25,13 @@ There is no per-object task and no kopf timer or daemon, so kopf puts no finaliz
 objects: deleting a run is not held up by anything the controller does.
 
 All methods run on the event loop; only the reconcilers and the status patches run in the
-pool, so the in-memory state needs no lock.
+pool, so the in-memory state needs no lock. A look holds one of WORKERS slots only while it
+is quick: a slow one (a dependency that does not answer) goes on beside them
+(controller/lanes.py), so it never delays the other objects' looks.
+
+Why over 500 lines: the scheduler is one piece of in-memory state (bodies, deadlines, claims,
+ghosts) that only the event loop touches; the parts that need none of it live beside it
+(lanes.py, ghosts.py), and splitting the rest would hand that state across modules.
 """
 
 from __future__ import annotations
@@ -31,22 +39,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
+import itertools
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from tidb_bench_operator.controller.ghosts import (
+    NO_GHOST_SEARCH,
+    Ghost,
+    GhostKube,
+    left_behind,
+    warn_released,
+)
+from tidb_bench_operator.controller.lanes import SLOW_LOOKS, Lanes
 from tidb_bench_operator.domain import queue
 from tidb_bench_operator.domain.api.common import ACTIVE_PHASES, RunPhase, is_terminal
 from tidb_bench_operator.domain.jobs import run_selector
 from tidb_bench_operator.domain.manifests import LABEL_SCHEDULE, RunRef, label_value
-from tidb_bench_operator.domain.objects import JSON
+from tidb_bench_operator.domain.objects import JSON, newer_version
 from tidb_bench_operator.domain.queue import QueueEntry, Turn
 from tidb_bench_operator.domain.status import steps_json_patch, utc_now
-from tidb_bench_operator.errors import KubeError
+from tidb_bench_operator.errors import KubeError, KubeForbidden
 from tidb_bench_operator.reconcile.run import Outcome
 from tidb_bench_operator.reconcile.schedule.reconciler import ScheduleOutcome
 
@@ -60,7 +77,7 @@ SCHEDULE_RESYNC_SECONDS = 300.0
 GHOST_CHECK_SECONDS = 1.0
 #: Retry delays after a failed look (API server unreachable, a conflict...): doubling.
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 30.0
-#: Reconciles at the same time (each holds a pool thread while it talks to the API server).
+#: Looks at the same time that hold a slot (controller/lanes.py: slow looks go beside them).
 WORKERS = 4
 
 Kind = Literal["run", "schedule", "ghost"]
@@ -93,7 +110,7 @@ class SchedulesReconciler(Protocol):
     def reconcile(self, body: JSON) -> ScheduleOutcome: ...
 
 
-class DriverKube(Protocol):
+class DriverKube(GhostKube, Protocol):
     """What the Driver itself does with the API server (adapters.k8s.Kube has it)."""
 
     def patch_benchmark_run_status(self, namespace: str, name: str, status: JSON) -> JSON:
@@ -107,38 +124,6 @@ class DriverKube(Protocol):
     def patch_benchmark_schedule_status(self, namespace: str, name: str, status: JSON) -> JSON:
         """Merge-patch a schedule's status; returns the stored object."""
         ...
-
-    def pods(self, namespace: str | None, selector: str) -> list[JSON]:
-        """Pods matching a label selector."""
-        ...
-
-
-@dataclass
-class _Ghost:
-    namespace: str
-    name: str
-    #: When it stops holding the cluster even if its pods are still listed (queue.py).
-    until: datetime
-
-    @property
-    def ref(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-
-def _rv(body: Mapping[str, Any]) -> int | None:
-    text = (body.get("metadata") or {}).get("resourceVersion")
-    try:
-        return int(str(text))
-    except (TypeError, ValueError):
-        return None
-
-
-def _newer(old: JSON | None, new: JSON) -> bool:
-    """Whether `new` is a later version of the object than `old` (resourceVersion order)."""
-    if old is None:
-        return True
-    a, b = _rv(old), _rv(new)
-    return a is None or b is None or b > a
 
 
 def _meta(body: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -167,13 +152,16 @@ class Driver:
     schedules: SchedulesReconciler
     kube: DriverKube
     workers: int = WORKERS
+    #: The namespaces watched (`--namespace`, kopf's patterns); None: the whole cluster.
+    namespaces: Sequence[str] | None = None
+    slow_looks: int = SLOW_LOOKS
     clock: Callable[[], float] = time.monotonic
     wall: Callable[[], datetime] = utc_now
     index: QueueIndex = field(default_factory=dict)
     bodies: dict[Key, JSON] = field(default_factory=dict)
     #: queue key -> uid of the run admitted here whose new phase has not come back yet.
     claims: dict[str, str] = field(default_factory=dict)
-    ghosts: dict[str, _Ghost] = field(default_factory=dict)
+    ghosts: dict[str, Ghost] = field(default_factory=dict)
     #: Finished runs whose ttlSecondsAfterFinished was acted on (by this process).
     expired: set[Key] = field(default_factory=set)
 
@@ -186,12 +174,24 @@ class Driver:
         self._failures: dict[Key, int] = {}
         self._seen_phase: dict[Key, str | None] = {}
         self._changed: asyncio.Event | None = None
-        self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="reconcile")
+        #: Until the ghosts left by a previous controller are found (run()), nobody is admitted:
+        #: the runs looked at meanwhile are looked at again then.
+        self.recovering = False
+        self._deferred: set[Key] = set()
+        self._lanes: Lanes[Key] = Lanes(self.workers, self.slow_looks, clock=self.clock)
+        # A thread per slot, and one per slow look that gave its slot back.
+        self._pool = ThreadPoolExecutor(
+            max_workers=self._lanes.threads, thread_name_prefix="reconcile"
+        )
 
     # ------------------------------------------------------------------ the watch stream
     def health(self) -> dict[str, str]:
-        """Runs whose looks have failed for long (RunReconciler.health), for /healthz."""
-        return self.runs.health()
+        """Runs whose looks have failed for long (RunReconciler.health) or are stuck in a
+        look past LOOK_DEADLINE_SECONDS, for /healthz."""
+        failing = dict(self.runs.health())
+        for (kind, ns, name), age in self._lanes.stuck().items():
+            failing[f"{ns}/{name}"] = f"its {kind} look has not ended after {age:.0f} s"
+        return failing
 
     def run_event(self, type_: str | None, body: JSON, index: QueueIndex) -> None:
         """A BenchmarkRun event (kopf has updated `index` with it already)."""
@@ -209,12 +209,12 @@ class Driver:
                     del self.claims[qkey]
                 if entry.holds or claimed:  # it may have created Jobs already
                     until = queue.ghost_release_at(old, self.wall())
-                    self.ghosts[qkey] = _Ghost(entry.namespace, entry.name, until)
+                    self.ghosts[qkey] = Ghost(entry.namespace, entry.name, until)
                     self.schedule(("ghost", qkey, ""), 0.0)
                 self.wake_cluster(qkey)
             self._wake_schedule_of(body)
             return
-        if _newer(old, body):
+        if newer_version(old, body):
             self.bodies[key] = body
         if _spec_changed(old, body) or (
             _meta(body).get("deletionTimestamp") and not _meta(old).get("deletionTimestamp")
@@ -239,7 +239,7 @@ class Driver:
         if type_ == "DELETED":
             self._forget(key)
             return
-        if _newer(old, body):
+        if newer_version(old, body):
             self.bodies[key] = body
         if _spec_changed(old, body):
             self.schedule(key, 0.0)
@@ -250,6 +250,7 @@ class Driver:
         self._due.pop(key, None)
         self.expired.discard(key)
         self._failures.pop(key, None)
+        self._lanes.forget(key)
 
     def _wake_schedule_of(self, run: JSON) -> None:
         meta = run.get("metadata") or {}
@@ -343,13 +344,14 @@ class Driver:
     async def run(self) -> None:
         """The scheduling loop (runs until cancelled)."""
         self._changed = asyncio.Event()
-        limit = asyncio.Semaphore(self.workers)
         tasks: set[asyncio.Task[None]] = set()
+        self.recovering = True
+        tasks.add(asyncio.create_task(self._recover()))
         try:
             while True:
                 for key in self.due_keys():
                     self._busy.add(key)
-                    task = asyncio.create_task(self._guarded(key, limit))
+                    task = asyncio.create_task(self._guarded(key))
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)
                 deadline = self._next_deadline()
@@ -362,10 +364,42 @@ class Driver:
                 task.cancel()
             self._pool.shutdown(wait=False, cancel_futures=True)
 
-    async def _guarded(self, key: Key, limit: asyncio.Semaphore) -> None:
+    async def recover(self) -> None:
+        """Take up the ghosts a previous controller held in memory, from the pods they left
+        (controller/ghosts.py); then runs may be admitted."""
+        found: dict[str, Ghost] = await self._call(
+            left_behind, self.kube, self.wall(), self.namespaces
+        )
+        for qkey, ghost in found.items():
+            known = self.ghosts.get(qkey)
+            if known is None or known.until < ghost.until:
+                self.ghosts[qkey] = ghost
+            self.schedule(("ghost", qkey, ""), 0.0)
+        self._recovered()
+
+    def _recovered(self) -> None:
+        self.recovering = False
+        for deferred in self._deferred:
+            self.schedule(deferred, 0.0)
+        self._deferred.clear()
+
+    async def _recover(self) -> None:
+        for failures in itertools.count():
+            try:
+                return await self.recover()
+            except KubeForbidden as exc:
+                # Admitting nobody ever would be worse than a ghost missed: say what to grant.
+                log.error(NO_GHOST_SEARCH, exc)
+                return self._recovered()
+            except Exception as exc:
+                delay = min(BACKOFF_MAX, BACKOFF_FIRST * 2**failures)
+                log.error("finding the pods of deleted runs: %s; trying again in %.0f s; "
+                          "no run is admitted meanwhile", exc, delay)  # fmt: skip
+                await asyncio.sleep(delay)
+
+    async def _guarded(self, key: Key) -> None:
         try:
-            async with limit:
-                delay = await self.look(key)
+            delay = await self._lanes.run(key, lambda: self.look(key))
             self._failures.pop(key, None)
         except Exception as exc:
             n = self._failures.get(key, 0) + 1
@@ -412,6 +446,9 @@ class Driver:
         turn, qkey = queue.ADMITTED, None
         found = queue.queue_entry(body)
         if found is not None and phase in (None, RunPhase.PENDING):
+            if self.recovering:  # a deleted run's pods may still hold its cluster
+                self._deferred.add(key)
+                return None
             qkey, entry = found
             turn = self.turn(qkey, entry.uid)
             status = body.get("status") or {}
@@ -427,20 +464,18 @@ class Driver:
                 ns, name = key[1], key[2]
                 # Only the steps that changed, not the whole list (steps_json_patch).
                 ops = steps_json_patch(body.get("status") or {}, status)
+                patch, sent = (
+                    (self.kube.patch_benchmark_run_status, status)
+                    if ops is None
+                    else (self.kube.json_patch_benchmark_run_status, ops)
+                )
                 try:
-                    if ops is not None:
-                        stored = await self._call(
-                            self.kube.json_patch_benchmark_run_status, ns, name, ops
-                        )
-                    else:
-                        stored = await self._call(
-                            self.kube.patch_benchmark_run_status, ns, name, status
-                        )
+                    stored = await self._call(patch, ns, name, sent)
                 except KubeError:
                     if key not in self.bodies:
                         return None  # deleted meanwhile
                     raise
-                if _newer(self.bodies.get(key), stored):
+                if newer_version(self.bodies.get(key), stored):
                     self.bodies[key] = stored
         except Exception as exc:
             if key not in self.bodies:
@@ -468,7 +503,7 @@ class Driver:
             stored = await self._call(
                 self.kube.patch_benchmark_schedule_status, key[1], key[2], out.status
             )
-            if _newer(self.bodies.get(key), stored):
+            if newer_version(self.bodies.get(key), stored):
                 self.bodies[key] = stored
         wait = SCHEDULE_RESYNC_SECONDS
         if out.next_time is not None:
@@ -482,19 +517,11 @@ class Driver:
         pods = await self._call(
             self.kube.pods, ghost.namespace, run_selector(RunRef(ghost.name, ghost.namespace, ""))
         )
-        alive = [
-            p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-        ]
+        alive = [p for p in pods if not queue.pod_stopped(p)]
         if alive and self.wall() < ghost.until:
             return GHOST_CHECK_SECONDS
         if alive:
-            names = ", ".join(sorted(str(_meta(p).get("name")) for p in alive)[:5])
-            log.warning(
-                "deleted BenchmarkRun %s still has pods listed (%s) at %s, past its step's "
-                "end and its pods' grace period: their node does not answer; cluster %s is "
-                "released to the next run",
-                ghost.ref, names, ghost.until.isoformat(), qkey,
-            )  # fmt: skip
+            warn_released(ghost, qkey, alive)
         del self.ghosts[qkey]
         self.wake_cluster(qkey)
         return None

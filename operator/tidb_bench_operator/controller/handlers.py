@@ -80,7 +80,9 @@ async def on_startup_configure(
         raise kopf.PermanentError(str(exc)) from exc
     logging.getLogger("kopf.objects").addFilter(_QuietMetricsEvents())
     metrics = Metrics()
-    driver = Driver(runs=wired.runs, schedules=wired.schedules, kube=wired.kube)
+    driver = Driver(
+        runs=wired.runs, schedules=wired.schedules, kube=wired.kube, namespaces=WATCHED or None
+    )
     memo["controller"] = Controller(driver=driver, metrics=metrics)
     memo["driver_task"] = asyncio.create_task(driver.run(), name="driver")
     if cfg.metrics_port:
@@ -178,8 +180,14 @@ def on_probe_reconciles(memo: kopf.Memo, **_: Any) -> dict[str, str]:
     return {"failingRuns": "none"}
 
 
+#: The namespaces `tidb-bench operator --namespace` watches (empty: the whole cluster); the
+#: Driver looks for a previous controller's ghosts there (controller/ghosts.py).
+WATCHED: list[str] = []
+
+
 def run_operator(namespaces: list[str] | None = None) -> None:
     """Run the controller until interrupted (what `tidb-bench operator` does)."""
+    WATCHED[:] = namespaces or []
     cfg = Settings.from_env()
     kopf.configure(verbose=cfg.debug)
     kopf.run(

@@ -30,6 +30,10 @@ LABEL_CLIENT = "tidbbench.io/client"
 #: Which trial of its step a Job measures (spec.repeats: every step once per round).
 LABEL_ROUND = "tidbbench.io/round"
 LABEL_ROLE = "tidbbench.io/role"
+#: On every runner pod: what it holds while it runs, as JSON (`holds_annotation`), so that a
+#: restarted controller finds the cluster a deleted run's pods still hold (domain/queue.py,
+#: ghosts_left): there is no run left to read it from.
+ANNOTATION_HOLDS = "tidbbench.io/holds"
 MANAGED_BY = {
     "app.kubernetes.io/name": "tidb-bench",
     "app.kubernetes.io/managed-by": "tidb-bench-operator",
@@ -267,6 +271,16 @@ def _credential_env(spec: BenchmarkRunSpec) -> list[dict[str, Any]]:
     ]
 
 
+def holds_annotation(run: RunRef, queue: str, step_seconds: int | None) -> str:
+    """The ANNOTATION_HOLDS value: the run (namespace, name, uid), its queue key and, for a
+    step's pod, how long after its start its sysbench has stopped by itself (the common
+    start's lead, warm-up and duration: what queue.ghost_release_at counts from a step)."""
+    found: dict[str, Any] = {"run": f"{run.namespace}/{run.name}", "uid": run.uid, "queue": queue}
+    if step_seconds is not None:
+        found["stepSeconds"] = step_seconds
+    return json.dumps(found, separators=(",", ":"), sort_keys=True)
+
+
 def build_runner_job(
     run: RunRef,
     spec: BenchmarkRunSpec,
@@ -275,13 +289,15 @@ def build_runner_job(
     name: str,
     role: str,
     runner_args: list[str],
+    queue: str,
     step: int | None = None,
     client: int | None = None,
     round_: int | None = None,
     active_deadline_seconds: int,
     image: str | None = None,
 ) -> dict[str, Any]:
-    """A one-shot Job running `tidb-bench runner ...` on a bench node."""
+    """A one-shot Job running `tidb-bench runner ...` on a bench node; `queue` is the queue
+    key of its cluster (domain/queue.py), kept on its pod (ANNOTATION_HOLDS)."""
     labels = {**MANAGED_BY, LABEL_RUN: label_value(run.name), LABEL_ROLE: role}
     step_label = "prepare" if step is None else str(step)
     if step is not None:
@@ -328,6 +344,7 @@ def build_runner_job(
         ],
         "volumes": [{"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}}],
     }
+    step_seconds = START_LEAD_SECONDS + spec.warmup_seconds + spec.duration_seconds
     if endpoint.mysql_tls_secret:
         mount_mysql_tls(pod_spec, endpoint.mysql_tls_secret, RUNNER_UID)
     # Dataset Jobs keep away from the database pods too: they load the same node.
@@ -346,7 +363,17 @@ def build_runner_job(
         "spec": {
             "backoffLimit": 0,
             "activeDeadlineSeconds": active_deadline_seconds,
-            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+            "template": {
+                "metadata": {
+                    "labels": labels,
+                    "annotations": {
+                        ANNOTATION_HOLDS: holds_annotation(
+                            run, queue, None if step is None else step_seconds
+                        )
+                    },
+                },
+                "spec": pod_spec,
+            },
         },
     }
 

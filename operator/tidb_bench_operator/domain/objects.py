@@ -32,3 +32,20 @@ def metadata_labels(obj: Mapping[str, Any]) -> dict[str, str]:
 def metadata_name(obj: Mapping[str, Any]) -> str:
     """`metadata.name`, empty when absent."""
     return str(get_path(obj, "metadata", "name") or "")
+
+
+def _resource_version(body: Mapping[str, Any]) -> int | None:
+    text = (body.get("metadata") or {}).get("resourceVersion")
+    try:
+        return int(str(text))
+    except (TypeError, ValueError):
+        return None
+
+
+def newer_version(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """Whether `new` is a later version of the object than `old` (resourceVersion order;
+    an unreadable version counts as newer)."""
+    if old is None:
+        return True
+    a, b = _resource_version(old), _resource_version(new)
+    return a is None or b is None or b > a

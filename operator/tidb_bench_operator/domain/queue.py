@@ -11,6 +11,7 @@ domain/trust/frozen.py):
   whose pods are not gone yet (a *ghost*);
 - the waiting runs are the Pending ones not being deleted, oldest first: by
   creationTimestamp (one-second resolution), then namespace, then name;
+  (a restarted controller finds the ghosts again from the pods left behind: `ghosts_left`);
 - the first waiting run starts once there is no holder; every other one waits for the run
   just ahead of it (the first one for the holder). That name is the run's `waitingFor` and
   it changes only when the run ahead goes away, so a queue of N runs costs no status
@@ -22,6 +23,7 @@ asks `turn` and `to_wake`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -29,7 +31,11 @@ from typing import Any
 
 from tidb_bench_operator.domain.api.common import ACTIVE_PHASES, RunPhase
 from tidb_bench_operator.domain.api.resources import parse_run_spec
-from tidb_bench_operator.domain.manifests import RUNNER_GRACE_SECONDS, compute_endpoint
+from tidb_bench_operator.domain.manifests import (
+    ANNOTATION_HOLDS,
+    RUNNER_GRACE_SECONDS,
+    compute_endpoint,
+)
 from tidb_bench_operator.domain.status import parse_time
 from tidb_bench_operator.domain.trust.frozen import governing_spec
 from tidb_bench_operator.errors import SpecError
@@ -202,3 +208,61 @@ def ghost_release_at(body: Mapping[str, Any], deleted_at: datetime) -> datetime:
                 known = started + timedelta(seconds=spec.warmup_seconds + spec.duration_seconds)
                 end = max(end, known)
     return end + timedelta(seconds=RUNNER_GRACE_SECONDS + GHOST_SLACK_SECONDS)
+
+
+def pod_stopped(pod: Mapping[str, Any]) -> bool:
+    """Whether a pod's containers have ended (Succeeded or Failed): it loads nothing more."""
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class LeftBehind:
+    """A deleted run whose pods still hold its cluster, found from the pods alone."""
+
+    ref: str  #: namespace/name of the deleted run
+    until: datetime  #: when it stops holding the cluster even if its pods are still listed
+
+
+def _holds(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    text = ((pod.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_HOLDS)
+    if not isinstance(text, str) or len(text) > 2048:
+        return None
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return None
+    ok = isinstance(found, dict) and all(isinstance(found.get(k), str) for k in ("run", "uid"))
+    return found if ok and isinstance(found.get("queue"), str) else None
+
+
+def ghosts_left(
+    pods: Iterable[Mapping[str, Any]], live_uids: set[str], now: datetime
+) -> dict[str, LeftBehind]:
+    """The clusters that pods of deleted runs still hold, by queue key: what a restarted
+    controller knows of the ghosts it had in memory (the runs themselves are gone).
+
+    A pod counts while it has not stopped and its ANNOTATION_HOLDS names a run whose uid is
+    not in `live_uids`. Its bound is ghost_release_at's from what the pod says: the later of
+    its deletion (its deletionTimestamp; `now` if it has none yet) and, for a step's pod,
+    its start (its startTime, else its creation) plus its step's seconds, plus the pods'
+    grace period and GHOST_SLACK_SECONDS. A cluster keeps the latest bound of its pods; a
+    bound already passed holds nothing.
+    """
+    found: dict[str, LeftBehind] = {}
+    for pod in pods:
+        holds = _holds(pod)
+        if holds is None or pod_stopped(pod) or holds["uid"] in live_uids:
+            continue
+        meta = pod.get("metadata") or {}
+        end = parse_time(meta.get("deletionTimestamp")) or now
+        seconds = holds.get("stepSeconds")
+        started = parse_time((pod.get("status") or {}).get("startTime")) or parse_time(
+            meta.get("creationTimestamp")
+        )
+        if isinstance(seconds, int) and 0 < seconds <= 2**31 and started is not None:
+            end = max(end, started + timedelta(seconds=seconds))
+        until = end + timedelta(seconds=RUNNER_GRACE_SECONDS + GHOST_SLACK_SECONDS)
+        qkey = holds["queue"]
+        if until > now and (qkey not in found or found[qkey].until < until):
+            found[qkey] = LeftBehind(holds["run"], until)
+    return found

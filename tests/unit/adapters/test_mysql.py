@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
+
 import pymysql
 import pymysql.err
 import pytest
@@ -68,3 +72,26 @@ def test_the_password_is_sent_as_its_utf8_bytes_as_sysbench_sends_it(
     with pytest.raises(DatabaseError), mysql.connect(mysql.DSN("db", 4000, "u", " ünï cödé ")):
         pass
     assert seen["password"] == " ünï cödé ".encode()
+
+
+def test_a_server_that_accepts_and_never_greets_fails_within_the_connect_timeout() -> None:
+    """A silent port: the greeting is waited for `timeout`, not the queries' 60 s."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        dsn = mysql.DSN("127.0.0.1", listener.getsockname()[1], "u", "pw")
+        failed: list[str] = []
+
+        def try_it() -> None:
+            with pytest.raises(DatabaseError) as info, mysql.connect(dsn, timeout=0.5):
+                pass
+            failed.append(str(info.value))
+
+        t0 = time.monotonic()
+        worker = threading.Thread(target=try_it, daemon=True)
+        worker.start()
+        worker.join(5.0)
+        took = time.monotonic() - t0
+    assert failed, f"still waiting for the greeting after {took:.1f} s"
+    assert took < 3.0
+    assert failed[0].startswith("cannot connect to u@127.0.0.1:"), failed

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -37,6 +37,16 @@ SPEC: JSON = {
 }
 
 
+def queue_index(runs: Iterable[JSON]) -> dict[str, list[QueueEntry]]:
+    """kopf's index of the runs by queue key (handlers.run_queue)."""
+    out: dict[str, list[QueueEntry]] = {}
+    for obj in runs:
+        found = queue_entry(obj)
+        if found:
+            out.setdefault(found[0], []).append(found[1])
+    return out
+
+
 class World:
     """The API server as the Driver sees it: stored objects, versions, pods."""
 
@@ -63,12 +73,7 @@ class World:
         return copy.deepcopy(self.objects[name])
 
     def index(self) -> dict[str, list[QueueEntry]]:
-        out: dict[str, list[QueueEntry]] = {}
-        for obj in self.objects.values():
-            found = queue_entry(obj)
-            if found:
-                out.setdefault(found[0], []).append(found[1])
-        return out
+        return queue_index(self.objects.values())
 
     # DriverKube
     def patch_benchmark_run_status(self, namespace: str, name: str, status: JSON) -> JSON:

@@ -75,7 +75,7 @@ def step_job(s: BenchmarkRunSpec, *, step: int = 2, client: int = 1) -> dict[str
     args = build_step_runner_args(s, ep, workload="oltp_point_select", threads=128, start_at=START)
     return build_runner_job(
         RUN, s, ep, name=step_job_name(RUN.name, step, client), role="step", runner_args=args,
-        step=step, client=client, active_deadline_seconds=668,
+        step=step, client=client, active_deadline_seconds=668, queue="cluster/tidb/basic",
     )  # fmt: skip
 
 
@@ -104,7 +104,7 @@ def test_a_prepare_job_with_preferred_anti_affinity() -> None:
     args = build_dataset_runner_args(s, ep, action="prepare", workload="oltp_point_select")
     job = build_runner_job(
         RUN, s, ep, name=object_name(RUN.name, "prepare"), role="prepare", runner_args=args,
-        active_deadline_seconds=21600,
+        active_deadline_seconds=21600, queue="cluster/tidb/basic",
     )  # fmt: skip
     assert_golden("runner-job-prepare-preferred.yaml", job)
 
@@ -190,7 +190,7 @@ def test_a_run_name_longer_than_63_characters_still_gives_valid_labels() -> None
     args = build_step_runner_args(s, ep, workload="oltp_point_select", threads=8, start_at=START)
     job = build_runner_job(
         long, s, ep, name=step_job_name(long.name, 0, 1), role="step", runner_args=args,
-        step=0, client=1, active_deadline_seconds=100,
+        step=0, client=1, active_deadline_seconds=100, queue="cluster/tidb/basic",
     )  # fmt: skip
     cm = build_results_configmap(long, object_name(long.name, "results"), {})
     values = all_label_values(job) + all_label_values(cm)

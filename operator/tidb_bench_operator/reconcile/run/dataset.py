@@ -22,6 +22,7 @@ from tidb_bench_operator.domain.manifests import (
     build_runner_job,
     object_name,
 )
+from tidb_bench_operator.domain.queue import queue_key
 from tidb_bench_operator.domain.status import parse_time
 from tidb_bench_operator.reconcile.run.context import RunContext
 
@@ -93,6 +94,7 @@ def dataset_job(ctx: RunContext, action: str, what: str) -> DatasetReport | None
     job = build_runner_job(
         run, spec, ctx.endpoint, name=object_name(run.name, action), role=action,
         runner_args=args, active_deadline_seconds=DATASET_DEADLINE_SECONDS,
+        queue=queue_key(spec, run.namespace),
         image=ctx.deps.image,
     )  # fmt: skip
     created = ctx.kube.create_job(job)

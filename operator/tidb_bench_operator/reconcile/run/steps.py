@@ -37,7 +37,6 @@ from tidb_bench_operator.domain.guard import series_disturbances
 from tidb_bench_operator.domain.guard import summary as disturbance_summary
 from tidb_bench_operator.domain.jobs import (
     JOB_CONTROLLER_UID,
-    RUNNER_CONTAINER,
     client_index,
     job_failure_text,
     job_finished,
@@ -56,11 +55,13 @@ from tidb_bench_operator.domain.manifests import (
     step_job_name,
 )
 from tidb_bench_operator.domain.objects import JSON
+from tidb_bench_operator.domain.queue import queue_key
 from tidb_bench_operator.domain.results_store import StepSeries, step_series
 from tidb_bench_operator.domain.stats.trials import with_trial
 from tidb_bench_operator.domain.status import condition_reason
 from tidb_bench_operator.reconcile.run import guard
 from tidb_bench_operator.reconcile.run.context import RunContext
+from tidb_bench_operator.reconcile.run.logs import LOG_READS, read_logs
 from tidb_bench_operator.reconcile.run.stored import (
     keep_nodes,
     save_results,
@@ -122,6 +123,7 @@ def start(ctx: RunContext, step: StepStatus) -> None:
         job = build_runner_job(
             run, spec, ctx.endpoint, name=name, role="step", runner_args=args,
             step=step.index, client=c, round_=round_, active_deadline_seconds=deadline,
+            queue=queue_key(spec, run.namespace),
             image=ctx.deps.image,
         )  # fmt: skip
         ctx.kube.create_job(job)
@@ -438,10 +440,6 @@ def _advance(ctx: RunContext, index: int) -> None:
         st.current_step = len(st.steps)
 
 
-#: Reads of a client pod's log before its series counts as unreadable.
-LOG_READS = 2
-
-
 def read_step_series(
     ctx: RunContext, step: StepStatus, pods: list[JSON]
 ) -> tuple[StepSeries, list[str], dict[str, list[dict[str, Any]]], list[tuple[str, str]]]:
@@ -454,13 +452,9 @@ def read_step_series(
     by_pod: dict[str, list[dict[str, Any]]] = {}
     notes = []
     unread: list[tuple[str, str]] = []
-    for pod in pods:
+    logs = read_logs(ctx, [pod["metadata"]["name"] for pod in pods])
+    for pod, log in zip(pods, logs, strict=True):
         name = pod["metadata"]["name"]
-        log = None
-        for _ in range(LOG_READS):
-            log = ctx.kube.pod_log(ctx.run.namespace, name, RUNNER_CONTAINER)
-            if log is not None:
-                break
         if log is None:
             why = f"the log of client pod {name} could not be read ({LOG_READS} tries)"
             notes.append(f"client {client_index(pod)}: {why}: its interval series is not kept")

@@ -317,7 +317,7 @@ def test_benchmark_pods_mount_the_mysql_secret_read_only_and_pass_only_its_path(
     assert f"--tls-dir={MYSQL_TLS_DIR}" in prepare
     job = build_runner_job(
         RUN, spec, secured, name="sweep-s0-c0", role="step", runner_args=args,
-        active_deadline_seconds=100,
+        active_deadline_seconds=100, queue="cluster/tidb/basic",
     )  # fmt: skip
     pod = job["spec"]["template"]["spec"]
     assert {"name": "mysql-tls", "secret": {"secretName": "basic-tidb-client-secret",
@@ -335,7 +335,7 @@ def test_benchmark_pods_mount_the_mysql_secret_read_only_and_pass_only_its_path(
     )
     plain_job = build_runner_job(
         RUN, spec, plain, name="sweep-s0-c0", role="step", runner_args=plain_args,
-        active_deadline_seconds=100,
+        active_deadline_seconds=100, queue="cluster/tidb/basic",
     )  # fmt: skip
     assert not any(a.startswith("--tls-dir") for a in plain_args)
     assert [v["name"] for v in plain_job["spec"]["template"]["spec"]["volumes"]] == ["tmp"]
