@@ -35,6 +35,16 @@ from testbed.runs import RunBed, add_db_secret
 from testbed.services import mariadb_info, start_mariadb_tls, stop_mariadb_tls
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under `make e2e` (pytest-xdist, `--dist loadgroup`) each file runs on one worker: its
+    module-scoped fixtures (a controller restarted with other settings) are set up once.
+    Files that share something global name one group of their own (xdist_group)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+
+
 @pytest.fixture(scope="session")
 def testbed() -> Iterator[Testbed]:
     """The test bed: reused when `make testbed-up` left one running, else started and stopped."""

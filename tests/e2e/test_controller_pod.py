@@ -42,7 +42,9 @@ from testbed.runs import (
     wait_run,
 )
 
-pytestmark = pytest.mark.e2e
+# With test_deploy.py on one xdist worker: both install deploy/ cluster-wide (one namespace
+# tidb-bench-system, the same ClusterRoles) and remove it again.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("deploy")]
 
 REPO = Path(__file__).resolve().parents[2]
 POD_OVERLAY = REPO / "tests" / "data" / "deploy-pod"

@@ -40,7 +40,9 @@ from testbed.runs import (
     wait_run,
 )
 
-pytestmark = pytest.mark.e2e
+# With test_controller_pod.py on one xdist worker: both install deploy/ cluster-wide (one namespace
+# tidb-bench-system, the same ClusterRoles) and remove it again.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("deploy")]
 
 CONTROLLER_ENV = {"TIDB_BENCH_LIVENESS": "", "TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS": "20"}
 

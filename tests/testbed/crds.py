@@ -19,11 +19,26 @@ def install_project_crds(api: Any) -> None:
     for path in sorted((REPO_ROOT / "crds").glob("benchmark*.yaml")):
         body = yaml.safe_load(path.read_text())
         if not create_crd(ext, body):
-            current = ext.read_custom_resource_definition(body["metadata"]["name"])
-            body["metadata"]["resourceVersion"] = current.metadata.resource_version
-            ext.replace_custom_resource_definition(body["metadata"]["name"], body)
+            _replace_crd(ext, body)
         wait_crd_established(ext, body["metadata"]["name"])
         wait_discoverable(api, body)
+
+
+def _replace_crd(ext: client.ApiextensionsV1Api, body: dict[str, Any]) -> None:
+    """Replace the CRD, read again on a conflict: under `make e2e` two pytest-xdist workers
+    install the same CRDs at the same moment, and one's replace meets the other's write."""
+    name = body["metadata"]["name"]
+    for attempt in range(5):
+        body["metadata"]["resourceVersion"] = ext.read_custom_resource_definition(
+            name
+        ).metadata.resource_version
+        try:
+            ext.replace_custom_resource_definition(name, body)
+            return
+        except ApiException as exc:
+            if exc.status != 409 or attempt == 4:
+                raise
+            time.sleep(0.2)
 
 
 def wait_discoverable(api: Any, crd: dict[str, Any], timeout: float = 30) -> None:
