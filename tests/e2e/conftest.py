@@ -214,8 +214,10 @@ def tls_bed(testbed: Testbed) -> Iterator[TlsBed]:
     """A second MariaDB (require_secure_transport, a REQUIRE X509 user), started on demand."""
     ca = CA("tidb-bench test CA")
     server = ca.issue("tidb", server=True)
-    db = start_mariadb_tls(testbed, ca.pem, server.cert, server.key)
+    # Under `make e2e` each pytest-xdist worker has its own (testbed.services.tls_db_slot).
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    db = start_mariadb_tls(testbed, ca.pem, server.cert, server.key, worker=worker)
     try:
         yield TlsBed(ca, ca.issue("tidb-bench"), CA("another CA").issue("tidb-bench"), db)
     finally:
-        stop_mariadb_tls(testbed)
+        stop_mariadb_tls(testbed, worker=worker)

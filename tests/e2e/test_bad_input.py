@@ -40,7 +40,9 @@ from testbed.runs import (
     run_manifest,
 )
 
-pytestmark = pytest.mark.e2e
+# One xdist group with every file that installs deploy/ cluster-wide (tidb-bench-system,
+# the same ClusterRoles) and removes it again: on one worker, one after the other.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("deploy")]
 
 DOC = REPO_ROOT / "docs" / "bad-input.md"
 

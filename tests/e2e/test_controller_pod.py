@@ -42,8 +42,8 @@ from testbed.runs import (
     wait_run,
 )
 
-# With test_deploy.py on one xdist worker: both install deploy/ cluster-wide (one namespace
-# tidb-bench-system, the same ClusterRoles) and remove it again.
+# One xdist group with every file that installs deploy/ cluster-wide (tidb-bench-system,
+# the same ClusterRoles) and removes it again: on one worker, one after the other.
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("deploy")]
 
 REPO = Path(__file__).resolve().parents[2]

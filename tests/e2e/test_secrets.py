@@ -38,8 +38,9 @@ from testbed.leaks import found, key_needles, needles
 from testbed.runs import create_run, run_manifest, wait_run
 from testbed.services import root_sql
 
-# With test_tls.py on one xdist worker: both use the session's TLS MariaDB (base+8).
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("tls-mariadb")]
+# One xdist group with every file that installs deploy/ cluster-wide (tidb-bench-system,
+# the same ClusterRoles) and removes it again: on one worker, one after the other.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("deploy")]
 
 #: Two passwords holding every awkward character between them (one quote kind each: no
 #: password can hold both, docs/bad-input.md), by the run (and Secret) that uses each. The

@@ -29,8 +29,7 @@ from testbed.runs import create_run, example_manifest, jobs_of, run_events, wait
 from testbed.services import root_sql
 from testbed.v2cluster import StandinGroup, create_v2_standin_cluster
 
-# With test_secrets.py on one xdist worker: both use the session's TLS MariaDB (base+8).
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("tls-mariadb")]
+pytestmark = pytest.mark.e2e
 
 # Every component spread over hostnames (as in test_preflight), none on the bench node.
 PLACEMENT = {"pd": ["node2", "node3"], "tikv": ["node2", "node3"], "tidb": ["node2"]}
