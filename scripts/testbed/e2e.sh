@@ -39,10 +39,9 @@ phase() {
 t0=$SECONDS
 parallel_rc=0
 serial_rc=0
-# --dist loadgroup: one worker per file (conftest.py groups each file's tests), and files
-# sharing something global (a test MariaDB on a fixed port, the cluster-wide install of
-# deploy/) in one named group, so on one worker.
-phase parallel -m "not serial" -n "$WORKERS" --dist loadgroup || parallel_rc=$?
+# Each file on one worker, and the files that share something global (the cluster-wide
+# install of deploy/) on the same one: tests/e2e/conftest.py's scheduler.
+phase parallel -m "not serial" -n "$WORKERS" --dist loadfile || parallel_rc=$?
 phase serial -m serial || serial_rc=$?
 echo "== e2e: parallel exit $parallel_rc, serial exit $serial_rc, $((SECONDS - t0)) s in all"
 [ "$parallel_rc" = 0 ] && [ "$serial_rc" = 0 ]

@@ -34,15 +34,30 @@ from testbed.kube import (
 from testbed.runs import RunBed, add_db_secret
 from testbed.services import mariadb_info, start_mariadb_tls, stop_mariadb_tls
 
+#: Files that share something global, each group run on one pytest-xdist worker, one file
+#: after the other (`make e2e`): each of these installs deploy/ cluster-wide
+#: (tidb-bench-system, the same ClusterRoles) and removes it again.
+SHARED = {
+    name: "deploy"
+    for name in ("test_bad_input.py", "test_controller_pod.py", "test_deploy.py", "test_secrets.py")
+}
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under `make e2e` (pytest-xdist, `--dist loadgroup`) each file runs on one worker: its
-    module-scoped fixtures (a controller restarted with other settings) are set up once.
-    Files that share something global name one group of their own (xdist_group)."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Each file on one worker (its module-scoped fixtures, e.g. a controller restarted with
+    other settings, set up once), the files of a SHARED group on the same one.
+
+    xdist's own `--dist loadgroup` cannot do the second here: it renames items, which
+    pytest 9 no longer reads (every test ran wherever).
+    """
+    from xdist.scheduler import LoadScopeScheduling  # only under xdist
+
+    class ByFile(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return SHARED.get(Path(path).name, path)
+
+    return ByFile(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -42,9 +42,8 @@ from testbed.runs import (
     wait_run,
 )
 
-# One xdist group with every file that installs deploy/ cluster-wide (tidb-bench-system,
-# the same ClusterRoles) and removes it again: on one worker, one after the other.
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("deploy")]
+# On one xdist worker with the other files that install deploy/ (SHARED in conftest.py).
+pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 POD_OVERLAY = REPO / "tests" / "data" / "deploy-pod"

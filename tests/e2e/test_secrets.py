@@ -38,9 +38,8 @@ from testbed.leaks import found, key_needles, needles
 from testbed.runs import create_run, run_manifest, wait_run
 from testbed.services import root_sql
 
-# One xdist group with every file that installs deploy/ cluster-wide (tidb-bench-system,
-# the same ClusterRoles) and removes it again: on one worker, one after the other.
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("deploy")]
+# On one xdist worker with the other files that install deploy/ (SHARED in conftest.py).
+pytestmark = pytest.mark.e2e
 
 #: Two passwords holding every awkward character between them (one quote kind each: no
 #: password can hold both, docs/bad-input.md), by the run (and Secret) that uses each. The
