@@ -50,8 +50,10 @@ contracts: venv
 unit: venv
 	$(BIN)/pytest tests/unit -q
 
+# The parallel-safe e2e tests on two workers, then those marked `serial` alone, on one test
+# bed (docs/testbed.md); E2E_WORKERS=1 runs the first phase on one worker.
 e2e: venv deps k8s
-	$(BIN)/pytest tests/e2e -q -p no:cacheprovider --durations=15
+	@BIN=$(BIN) bash scripts/testbed/e2e.sh
 
 crds: venv
 	$(BIN)/python -m tidb_bench_operator.domain.crdgen crds/

@@ -34,6 +34,31 @@ from testbed.kube import (
 from testbed.runs import RunBed, add_db_secret
 from testbed.services import mariadb_info, start_mariadb_tls, stop_mariadb_tls
 
+#: Files that share something global, each group run on one pytest-xdist worker, one file
+#: after the other (`make e2e`): each of these installs deploy/ cluster-wide
+#: (tidb-bench-system, the same ClusterRoles) and removes it again.
+SHARED = {
+    name: "deploy"
+    for name in ("test_bad_input.py", "test_controller_pod.py", "test_deploy.py", "test_secrets.py")
+}
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Each file on one worker (its module-scoped fixtures, e.g. a controller restarted with
+    other settings, set up once), the files of a SHARED group on the same one.
+
+    xdist's own `--dist loadgroup` cannot do the second here: it renames items, which
+    pytest 9 no longer reads (every test ran wherever).
+    """
+    from xdist.scheduler import LoadScopeScheduling  # only under xdist
+
+    class ByFile(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return SHARED.get(Path(path).name, path)
+
+    return ByFile(config, log)
+
 
 @pytest.fixture(scope="session")
 def testbed() -> Iterator[Testbed]:
@@ -204,8 +229,10 @@ def tls_bed(testbed: Testbed) -> Iterator[TlsBed]:
     """A second MariaDB (require_secure_transport, a REQUIRE X509 user), started on demand."""
     ca = CA("tidb-bench test CA")
     server = ca.issue("tidb", server=True)
-    db = start_mariadb_tls(testbed, ca.pem, server.cert, server.key)
+    # Under `make e2e` each pytest-xdist worker has its own (testbed.services.tls_db_slot).
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    db = start_mariadb_tls(testbed, ca.pem, server.cert, server.key, worker=worker)
     try:
         yield TlsBed(ca, ca.issue("tidb-bench"), CA("another CA").issue("tidb-bench"), db)
     finally:
-        stop_mariadb_tls(testbed)
+        stop_mariadb_tls(testbed, worker=worker)

@@ -40,6 +40,7 @@ from testbed.runs import (
     run_manifest,
 )
 
+# On one xdist worker with the other files that install deploy/ (SHARED in conftest.py).
 pytestmark = pytest.mark.e2e
 
 DOC = REPO_ROOT / "docs" / "bad-input.md"

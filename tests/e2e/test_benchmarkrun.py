@@ -83,6 +83,9 @@ def test_an_example_run_goes_pending_running_succeeded_with_real_numbers_in_ever
     assert {cm.metadata.owner_references[0].name for cm in cms} == {name}
 
 
+# Serial (`make e2e`): a fourth bench node for the whole test bed; other suites' clients would
+# land on it and be lost when it is deleted.
+@pytest.mark.serial
 def test_a_two_client_step_runs_on_two_bench_nodes_and_combines_both_clients(
     bed: RunBed, controller: Any, testbed: Testbed
 ) -> None:

@@ -40,6 +40,7 @@ from testbed.runs import (
     wait_run,
 )
 
+# On one xdist worker with the other files that install deploy/ (SHARED in conftest.py).
 pytestmark = pytest.mark.e2e
 
 CONTROLLER_ENV = {"TIDB_BENCH_LIVENESS": "", "TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS": "20"}

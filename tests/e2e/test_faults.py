@@ -238,6 +238,7 @@ def test_a_client_pod_deleted_and_one_oom_killed_mid_step_are_retried_and_the_ru
 # ---------------------------------------------------------------------------- dependencies
 
 
+@pytest.mark.serial  # restarts a part every other test uses
 def test_the_database_restarted_mid_step_retries_the_step_and_the_run_succeeds(
     bed: RunBed, ctl: Any, testbed: Testbed
 ) -> None:
@@ -255,6 +256,7 @@ def test_the_database_restarted_mid_step_retries_the_step_and_the_run_succeeds(
     no_jobs_left(bed.api, bed.namespace, "dbgone")
 
 
+@pytest.mark.serial  # restarts a part every other test uses
 def test_the_api_server_restarted_mid_step_loses_nothing(
     bed: RunBed, ctl: Any, testbed: Testbed
 ) -> None:

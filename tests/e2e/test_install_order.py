@@ -19,7 +19,8 @@ from testbed.deploy import kubectl
 from testbed.kube import api_client, wait_for
 from testbed.runs import create_run, wait_run
 
-pytestmark = pytest.mark.e2e
+# Serial (`make e2e`): a second, empty control plane beside the shared one.
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]
 
 NS = "install-order"
 

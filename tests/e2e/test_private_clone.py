@@ -20,7 +20,8 @@ import pytest
 from testbed.cluster import PORT_BASE, REPO_ROOT, Ports, Testbed, TestbedError, pid_alive
 from testbed.services import DB_OS_USER_ENV, mariadb_info, start_mariadb
 
-pytestmark = pytest.mark.e2e
+# Serial (`make e2e`): a whole second test bed, started from a clone, beside the shared one.
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]
 
 # Five ports from the base; +50 is test_install_order's second control plane.
 PRIVATE_BASE = PORT_BASE + 70

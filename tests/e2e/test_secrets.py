@@ -38,6 +38,7 @@ from testbed.leaks import found, key_needles, needles
 from testbed.runs import create_run, run_manifest, wait_run
 from testbed.services import root_sql
 
+# On one xdist worker with the other files that install deploy/ (SHARED in conftest.py).
 pytestmark = pytest.mark.e2e
 
 #: Two passwords holding every awkward character between them (one quote kind each: no

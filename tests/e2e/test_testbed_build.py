@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.e2e
+# Serial (`make e2e`): it runs the Kubernetes build script, which holds the build cache's lock.
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]
 
 
 def test_a_missing_debian_source_package_fails_the_build_precisely(tmp_path: Path) -> None:

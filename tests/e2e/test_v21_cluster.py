@@ -38,6 +38,10 @@ from testbed.v2cluster import (
     v2_standin_pod,
 )
 
+# Serial (`make e2e`): it replaces the v2 CRDs for the whole test bed (test_v2_cluster.py and
+# test_tls.py use v2.0.1's shape).
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]
+
 RUN_TIMEOUT = 240
 PREFIX = f"v21{SESSION}"
 MULTI_PD = ["MultiPDGroup"]

@@ -105,22 +105,24 @@ def uninstall(tb: Testbed) -> None:
     kubectl(tb, "delete", "namespace", SYSTEM_NS, "--ignore-not-found", "--timeout=90s")
 
 
-def wait_sa_token(tb: Testbed, timeout: float = 60) -> str:
+def wait_sa_token(
+    tb: Testbed, timeout: float = 60, *, name: str = OPERATOR_SA, namespace: str = SYSTEM_NS
+) -> str:
     """The ServiceAccount's token from the Secret v1.20's token controller makes for it."""
     core = client.CoreV1Api(_admin(tb))
 
     def token() -> str | None:
         try:
-            sa = core.read_namespaced_service_account(OPERATOR_SA, SYSTEM_NS)
+            sa = core.read_namespaced_service_account(name, namespace)
         except ApiException:
             return None
         for ref in sa.secrets or []:
-            sec = core.read_namespaced_secret(ref.name, SYSTEM_NS)
+            sec = core.read_namespaced_secret(ref.name, namespace)
             if sec.type == "kubernetes.io/service-account-token" and (sec.data or {}).get("token"):
                 return base64.b64decode(sec.data["token"]).decode()
         return None
 
-    return str(wait_for(token, timeout, f"token of ServiceAccount {SYSTEM_NS}/{OPERATOR_SA}"))
+    return str(wait_for(token, timeout, f"token of ServiceAccount {namespace}/{name}"))
 
 
 def operator_kubeconfig(tb: Testbed, path: Path) -> Path:

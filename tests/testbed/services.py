@@ -190,7 +190,17 @@ TLS_DB_USER = "sbtls"
 TLS_DB = "mariadb-tls"
 
 
-def start_mariadb_tls(tb: Testbed, ca: str, cert: str, key: str) -> dict[str, str | int]:
+def tls_db_slot(worker: str | None) -> tuple[str, int]:
+    """The TLS MariaDB's state name and port offset for a pytest-xdist worker (`gw1`, ...):
+    `make e2e` runs the TLS tests on two workers at once, each with its own server. One
+    pytest without xdist (or its first worker) keeps `mariadb-tls` on base+8."""
+    n = int(worker[2:]) if worker and worker.startswith("gw") and worker[2:].isdigit() else 0
+    return (TLS_DB, 8) if n == 0 else (f"{TLS_DB}-{n}", 30 + n)
+
+
+def start_mariadb_tls(
+    tb: Testbed, ca: str, cert: str, key: str, *, worker: str | None = None
+) -> dict[str, str | int]:
     """A second MariaDB that accepts TLS connections only, for the TLS tests.
 
     `require_secure_transport=ON` refuses plain connections; its user `sbtls` is created
@@ -198,7 +208,8 @@ def start_mariadb_tls(tb: Testbed, ca: str, cert: str, key: str) -> dict[str, st
     Performance Schema is on so a test can read each session's `Ssl_cipher` and the client
     library that opened it (`session_connect_attrs`).
     """
-    certs = tb.state / TLS_DB / "certs"
+    name, offset = tls_db_slot(worker)
+    certs = tb.state / name / "certs"
     certs.mkdir(parents=True, exist_ok=True)
     for fname, text in (("ca.pem", ca), ("server.pem", cert), ("server-key.pem", key)):
         (certs / fname).write_text(text)
@@ -206,10 +217,10 @@ def start_mariadb_tls(tb: Testbed, ca: str, cert: str, key: str) -> dict[str, st
     owner = pwd.getpwnam(mariadb_os_user())
     for path in (certs, *certs.iterdir()):
         os.chown(path, owner.pw_uid, owner.pw_gid)
-    port = tb.ports.mariadb_tls
+    port = tb.ports.base + offset
     sock = _run_mariadbd(
         tb,
-        TLS_DB,
+        name,
         port,
         [
             f"--ssl-ca={certs / 'ca.pem'}",
@@ -241,12 +252,13 @@ def start_mariadb_tls(tb: Testbed, ca: str, cert: str, key: str) -> dict[str, st
     }
 
 
-def stop_mariadb_tls(tb: Testbed) -> None:
+def stop_mariadb_tls(tb: Testbed, *, worker: str | None = None) -> None:
     """Stop the TLS MariaDB and remove its data."""
-    pidfile = tb.state / f"{TLS_DB}.pid"
+    name = tls_db_slot(worker)[0]
+    pidfile = tb.state / f"{name}.pid"
     if pidfile.exists():
         stop_pidfile(pidfile)
-    shutil.rmtree(tb.state / TLS_DB, ignore_errors=True)
+    shutil.rmtree(tb.state / name, ignore_errors=True)
 
 
 def root_sql(info: dict[str, str | int], sql: str) -> str:
