@@ -24,7 +24,7 @@ from kubernetes import client
 from e2e.conftest import TlsBed
 from testbed.certs import Pem, secret_data
 from testbed.fake_pd import FakePD
-from testbed.kube import create_standin_cluster
+from testbed.kube import create_standin_cluster, wait_for
 from testbed.runs import create_run, example_manifest, jobs_of, run_events, wait_run
 from testbed.services import root_sql
 from testbed.v2cluster import StandinGroup, create_v2_standin_cluster
@@ -127,6 +127,9 @@ def secured_cluster(
         core.create_namespaced_secret(namespace, {"metadata": {"name": name}, "stringData": data})
 
 
+STEP_PODS = "tidbbench.io/run=secured,tidbbench.io/role=step"
+
+
 def test_a_run_on_a_tls_cluster_passes_preflight_over_mutual_tls_and_sysbench_uses_tls(
     api: client.ApiClient,
     core: client.CoreV1Api,
@@ -140,6 +143,11 @@ def test_a_run_on_a_tls_cluster_passes_preflight_over_mutual_tls_and_sysbench_us
     watch = SessionWatch(tls_bed.db)
     try:
         create_run(api, namespace, tls_run("secured", tls_bed, tls_pd))
+        # A step's pod, read while it is there: its Job goes once the step is stored.
+        pod = wait_for(
+            lambda: next(iter(core.list_namespaced_pod(namespace, label_selector=STEP_PODS).items), None),
+            180, "a step pod of run secured", 0.1,
+        )  # fmt: skip
         run = wait_run(api, namespace, "secured")
     finally:
         sessions = watch.stop()
@@ -166,9 +174,6 @@ def test_a_run_on_a_tls_cluster_passes_preflight_over_mutual_tls_and_sysbench_us
     reasons = [e.reason for e in run_events(core, namespace, "secured")]
     assert "TLS" in reasons, reasons
     # The pods got the Secret read-only, with the hardening unchanged.
-    pod = core.list_namespaced_pod(
-        namespace, label_selector="tidbbench.io/run=secured,tidbbench.io/role=step"
-    ).items[0]
     mount = next(m for m in pod.spec.containers[0].volume_mounts if m.name == "mysql-tls")
     assert mount.read_only is True
     sc = pod.spec.containers[0].security_context

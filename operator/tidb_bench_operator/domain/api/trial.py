@@ -30,9 +30,17 @@ MAX_STATUS_DISTURBANCES = 256
 MORE_NOTES = "more notes:"
 
 
+#: Of a cut note, status keeps this many characters of its end: a note says what happened
+#: last ("…; run again", "…: its interval series is not kept").
+STATUS_NOTE_END = 48
+
+
 def cut(text: str) -> str:
-    """`text`, or its first STATUS_NOTE_CHARS - 1 characters and an ellipsis."""
-    return text if len(text) <= STATUS_NOTE_CHARS else text[: STATUS_NOTE_CHARS - 1] + "…"
+    """`text`, or its beginning and its last STATUS_NOTE_END characters around an ellipsis,
+    STATUS_NOTE_CHARS in all."""
+    if len(text) <= STATUS_NOTE_CHARS:
+        return text
+    return text[: STATUS_NOTE_CHARS - 1 - STATUS_NOTE_END] + "…" + text[-STATUS_NOTE_END:]
 
 
 class Trial(StatusModel):

@@ -14,7 +14,7 @@ from testbed.sizes import largest_run_steps_bytes, run_trials
 from tidb_bench_operator.cli.sources import with_stored_trials
 from tidb_bench_operator.domain.api.results import Latency, StepResult
 from tidb_bench_operator.domain.api.run_status import StepStatus
-from tidb_bench_operator.domain.api.trial import MAX_STATUS_TRIALS, Trial
+from tidb_bench_operator.domain.api.trial import MAX_STATUS_TRIALS, STATUS_NOTE_CHARS, Trial, cut
 from tidb_bench_operator.domain.status import steps_json_patch
 
 #: The bound docs/how-a-run-goes.md states: status.steps of any run the schema allows.
@@ -96,3 +96,16 @@ def test_the_report_reads_the_trials_and_notes_status_left_to_the_store() -> Non
         {"index": 0, "qps": 5.0, "trials": [full], "notes": ["a", "b"]},
         {"index": 1, "qps": 6.0},
     ], "status's numbers stand; trials, notes and disturbances come from the store"
+
+
+def test_a_long_note_in_status_keeps_its_beginning_and_what_happened_at_its_end() -> None:
+    note = (
+        "attempt 1 stopped at 2026-12-02T07:39:39+00:00: Job dbgone-s0-c0: sysbench 1.0.20: "
+        "mysql_stmt_execute() returned error 2013 (Lost connection to server during query) "
+        "at the 3rd query of the transaction; run again"
+    )
+    kept = cut(note)
+    assert len(kept) == STATUS_NOTE_CHARS
+    assert kept.startswith("attempt 1 stopped at 2026-12-02T07:39:39+00:00: Job dbgone-s0-c0")
+    assert kept.endswith("; run again") and "…" in kept
+    assert cut("short") == "short"
