@@ -3,6 +3,7 @@ restarted controller finds again from the pods left behind (there is no run to r
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -76,11 +77,28 @@ def left_behind(
 
 def runner_pods(kube: GhostKube, watched: Sequence[str] | None) -> list[JSON]:
     """The runner pods of the watched namespaces. A controller given plain namespace names
-    (the namespaced install, rights in a Role) lists each; one watching the cluster or
-    kopf's patterns (`*`, `?`, `[`, `!`) lists every namespace."""
-    if watched and not any(ch in ns for ns in watched for ch in "*?[!"):
+    (the namespaced install, rights in a Role) lists each; one watching the cluster lists
+    every namespace, and one given kopf's patterns (`*`, `?`, `[`, `!` to exclude) every
+    namespace, keeping the pods of the namespaces the patterns match: another
+    controller's runs are not its ghosts."""
+    if not watched:
+        return kube.pods(None, LABEL_RUN)
+    if not any(ch in ns for ns in watched for ch in "*?[!"):
         return [pod for ns in dict.fromkeys(watched) for pod in kube.pods(ns, LABEL_RUN)]
-    return kube.pods(None, LABEL_RUN)
+    return [
+        pod
+        for pod in kube.pods(None, LABEL_RUN)
+        if watches(watched, str((pod.get("metadata") or {}).get("namespace")))
+    ]
+
+
+def watches(patterns: Sequence[str], namespace: str) -> bool:
+    """Whether kopf, given these `--namespace` patterns, watches `namespace`: it matches a
+    pattern and no `!pattern`; only exclusions: every namespace but those."""
+    include = [p for p in patterns if not p.startswith("!")]
+    if any(fnmatch.fnmatchcase(namespace, p[1:]) for p in patterns if p.startswith("!")):
+        return False
+    return not include or any(fnmatch.fnmatchcase(namespace, p) for p in include)
 
 
 def warn_released(ghost: Ghost, qkey: str, alive: Iterable[JSON]) -> None:

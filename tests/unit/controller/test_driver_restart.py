@@ -13,6 +13,7 @@ import pytest
 
 from testbed.fake_kube import FakeClock, FakeKube
 from tidb_bench_operator.controller.driver import Driver
+from tidb_bench_operator.controller.ghosts import watches
 from tidb_bench_operator.domain.api.resources import parse_run_spec
 from tidb_bench_operator.domain.manifests import (
     RUNNER_GRACE_SECONDS,
@@ -165,3 +166,18 @@ def test_a_controller_that_may_not_list_pods_still_admits_runs_and_says_what_to_
         loop_for(driver, 0.3)
     assert ("next", Turn()) in runs.calls, "nobody would ever be admitted otherwise"
     assert "grant `list` on pods in every watched namespace" in caplog.text
+
+
+def test_a_controller_watching_a_pattern_takes_no_other_controllers_runs_for_its_ghosts() -> None:
+    # Two controllers (e2e's two workers, or two teams' installs) watching `team-a-*` and
+    # `team-b-*`: team-b's deleted run is not team-a's to wait for.
+    api, clock = bed()
+    elsewhere = Driver(runs=Runs(), schedules=Schedules(None), kube=api, wall=clock,
+                       namespaces=["team-a-*", "other"])  # fmt: skip
+    asyncio.run(elsewhere.recover())
+    assert elsewhere.ghosts == {}
+    mine = Driver(runs=Runs(), schedules=Schedules(None), kube=api, wall=clock,
+                  namespaces=["b*", "!bx"])  # fmt: skip
+    asyncio.run(mine.recover())
+    assert mine.ghosts[QKEY].ref == "bench/busy"
+    assert not watches(["!bench"], "bench") and watches(["!bx"], "bench")
