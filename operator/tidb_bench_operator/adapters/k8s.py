@@ -10,7 +10,6 @@ from typing import Any, NoReturn
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
-from urllib3 import Retry
 from urllib3.exceptions import HTTPError as Urllib3Error
 
 from tidb_bench_operator.domain.api.common import GROUP, VERSION
@@ -56,29 +55,15 @@ def _listed(action: str, call: Callable[..., Any], *args: Any, **kwargs: Any) ->
 
 
 def load_api_client(kubeconfig: str | None = None) -> Any:
-    """In-cluster config when running in a pod, else the kubeconfig (KUBECONFIG or ~/.kube);
-    a call waits for no answer longer than its timeout (RETRIES)."""
+    """In-cluster config when running in a pod, else the kubeconfig (KUBECONFIG or ~/.kube)."""
     cfg: Any = config
-    conf = client.Configuration()
     try:
         if kubeconfig is None:
-            cfg.load_incluster_config(client_configuration=conf)
-            return _client(conf)
+            cfg.load_incluster_config()
+            return client.ApiClient()
     except config.ConfigException:
         pass
-    cfg.load_kube_config(config_file=kubeconfig, client_configuration=conf)
-    return _client(conf)
-
-
-#: urllib3 retries a read that timed out on a GET (three times by default, the client's
-#: default), so a hung API server held a call four timeouts, 80 s; a connection refused or
-#: reset before any answer is still tried again.
-RETRIES = Retry(total=3, read=0, redirect=0)
-
-
-def _client(conf: Any) -> Any:
-    conf.retries = RETRIES
-    return client.ApiClient(conf)
+    return cfg.new_client_from_config(config_file=kubeconfig)
 
 
 def context_namespace(kubeconfig: str | None = None) -> str:

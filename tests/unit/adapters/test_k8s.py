@@ -7,19 +7,13 @@ the real API server's failures are tests/e2e's business (test_deploy's 403s).
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import ProtocolError
 
-from tidb_bench_operator.adapters import k8s
 from tidb_bench_operator.adapters.k8s import Kube
 from tidb_bench_operator.errors import KubeError, KubeForbidden, TidbBenchError
 
@@ -84,42 +78,3 @@ def test_best_effort_calls_swallow_every_client_error() -> None:
     kube = kube_raising(ProtocolError("Connection aborted."))
     assert kube.pod_log("ns", "p", "runner") is None
     kube.create_event({"metadata": {"namespace": "ns"}})
-
-
-def test_a_silent_api_server_holds_a_call_for_one_timeout_not_four(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # urllib3 retried a GET whose read timed out three times: 80 s for the 20-s timeout.
-    accepted: list[socket.socket] = []
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(8)
-        listener.settimeout(0.1)
-        port = listener.getsockname()[1]
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "c",
-            "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-            "users": [{"name": "u", "user": {"token": "t"}}],
-        }))  # fmt: skip
-        monkeypatch.setattr(k8s, "TIMEOUT", 0.3)
-        kube = Kube(k8s.load_api_client(str(kubeconfig)))
-        done = threading.Event()
-
-        def accept() -> None:
-            while not done.is_set():
-                with contextlib.suppress(TimeoutError):
-                    accepted.append(listener.accept()[0])
-
-        acceptor = threading.Thread(target=accept)
-        acceptor.start()
-        try:
-            with pytest.raises(KubeError, match="timed out"):
-                kube.pods("bench", "app=x")
-        finally:
-            done.set()
-            acceptor.join()
-            for conn in accepted:
-                conn.close()
-    assert len(accepted) == 1, f"{len(accepted)} connections: the read was tried again"
