@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pymysql
 import pytest
 from kubernetes import client
 
@@ -84,7 +85,23 @@ def core(api: client.ApiClient) -> client.CoreV1Api:
 
 @pytest.fixture(scope="session")
 def mariadb(testbed: Testbed) -> dict[str, Any]:
-    return mariadb_info(testbed)
+    """The MariaDB stand-in, with a database of this pytest-xdist worker's own beyond the
+    first: `make e2e` runs two files at once, and one's dataset cleanup (or a test's own
+    sysbench prepare) dropped the tables the other's run was measuring."""
+    info = mariadb_info(testbed)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    if worker != "gw0":
+        info["database"] = f"sbtest_{re.sub(r'[^a-z0-9]', '_', worker)}"
+        conn = pymysql.connect(
+            host=str(info["host"]), port=int(info["port"]),
+            user=str(info["user"]), password=str(info["password"]),
+        )  # fmt: skip
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"CREATE DATABASE IF NOT EXISTS `{info['database']}`")
+        finally:
+            conn.close()
+    return info
 
 
 # Every namespace of this pytest session starts with SESSION, and the session's controller

@@ -32,6 +32,7 @@ from testbed.runs import (
     RunBed,
     add_db_secret,
     assert_quiet,
+    why_not,
 )
 from tidb_bench_operator.domain.results_store import read_store
 
@@ -82,8 +83,9 @@ def wait_step_running(bed: RunBed, name: str, index: int) -> None:
 
 def succeeded_steps(run: dict[str, Any]) -> list[dict[str, Any]]:
     """The steps of a run that must have succeeded."""
-    assert run["status"]["phase"] == "Succeeded", run["status"]
-    return list(run["status"]["steps"])
+    st = run["status"]
+    assert st["phase"] == "Succeeded", why_not(st)
+    return list(st["steps"])
 
 
 def flagged_in_step_two(run: dict[str, Any], what: str) -> list[dict[str, Any]]:

@@ -438,14 +438,18 @@ def test_nightly_runs_with_three_trials_flag_a_planted_slowdown_and_not_a_quiet_
             f"{s['intervalHighPercent']:+.1f}%), p {s['pValue']:.4f}, corrected {s['pAdjusted']:.4f}"
         )
 
-    events = [
-        e
-        for e in core.list_namespaced_event(
-            namespace, field_selector=f"involvedObject.name={planted}"
-        ).items
-        if e.reason == "Regressed"
-    ]
-    assert events and events[0].type == "Warning"
+    def regressed_events() -> list[Any]:
+        return [
+            e
+            for e in core.list_namespaced_event(
+                namespace, field_selector=f"involvedObject.name={planted}"
+            ).items
+            if e.reason == "Regressed"
+        ]
+
+    # The run's condition is patched before its Event is posted: wait for the Event.
+    events = poll(regressed_events, 20, f"the Regressed Event of {planted}")
+    assert events[0].type == "Warning"
     assert "(95% CI" in events[0].message and ", p 0.0" in events[0].message
     assert "3 vs 9 trials from 3 run(s)" in events[0].message
 

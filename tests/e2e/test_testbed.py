@@ -146,7 +146,8 @@ def test_a_bench_pod_runs_real_sysbench_against_mariadb_with_log_and_termination
     add_db_secret(core, namespace, mariadb)
     common = (
         f"--mysql-host={mariadb['host']} --mysql-port={mariadb['port']} "
-        "--mysql-user=$DB_USER --mysql-password=$DB_PASSWORD --mysql-db=sbtest "
+        "--mysql-user=$DB_USER --mysql-password=$DB_PASSWORD "
+        f"--mysql-db={mariadb['database']} "
         f"--tables=1 --table-size=1000 --threads=2"
     )
     script = (

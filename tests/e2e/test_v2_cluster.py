@@ -29,6 +29,7 @@ from testbed.runs import (
     assert_blocked_only_by,
     assert_quiet,
     checks_of,
+    database_of,
 )
 from testbed.v2cluster import (
     ZONE_KEY,
@@ -60,6 +61,7 @@ def v2_example_run(mariadb: dict[str, Any], pd_url: str, **spec: Any) -> dict[st
     s["target"] = {"host": str(mariadb["host"]), "port": int(mariadb["port"]), "pdURL": pd_url}
     s["credentials"] = {"secretRef": {"name": "db"}}
     s["placement"] = dict(BENCH_PLACEMENT)
+    s.update(database_of(mariadb))
     s.update(threads=[2], durationSeconds=2, reportIntervalSeconds=1,
              dataset={"tables": 1, "tableSize": 1000}, slo={"latencyMs": 105})  # fmt: skip
     s.update(spec)

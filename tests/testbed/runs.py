@@ -29,6 +29,13 @@ BENCH_PLACEMENT = {
 }
 
 
+def database_of(mariadb: dict[str, Any]) -> dict[str, str]:
+    """spec.database for the stand-in: none for its default `sbtest`, else the pytest-xdist
+    worker's own (e2e/conftest.py's `mariadb`)."""
+    name = str(mariadb.get("database") or "sbtest")
+    return {} if name == "sbtest" else {"database": name}
+
+
 def run_manifest(
     name: str, mariadb: dict[str, Any], *, pd_url: str | None = None, **spec: Any
 ) -> dict[str, Any]:
@@ -38,6 +45,7 @@ def run_manifest(
     """
     body: dict[str, Any] = {
         "target": {"host": str(mariadb["host"]), "port": int(mariadb["port"])},
+        **database_of(mariadb),
         "credentials": {"secretRef": {"name": "db"}},
         "workloads": ["oltp_point_select"],
         "threads": [2, 4],
@@ -77,6 +85,7 @@ def example_manifest(file: str, mariadb: dict[str, Any], **overrides: Any) -> di
     spec["target"] = {"host": str(mariadb["host"]), "port": int(mariadb["port"])}
     spec["credentials"] = {"secretRef": {"name": "db"}}
     spec["placement"] = copy.deepcopy(BENCH_PLACEMENT)
+    spec.update(database_of(mariadb))
     spec.update(overrides)
     doc["metadata"] = {"name": doc["metadata"]["name"]}
     return dict(doc)
@@ -257,3 +266,20 @@ class RunBed:
         """A stand-in TiDB cluster in this namespace: testbed.kube.create_standin_cluster
         (placement maps a component to its replicas' nodes; spread=, exec_commands=, tls=)."""
         return create_standin_cluster(self.api, self.namespace, name, placement, **options)
+
+
+def why_not(st: dict[str, Any]) -> str:
+    """A run's outcome in a few lines: its conditions, then each step's validity, notes and
+    disturbances (pytest cuts a whole status short before the part that says why)."""
+    lines = [f"phase {st.get('phase')}"]
+    lines += [
+        f"{c.get('type')}={c.get('status')} {c.get('reason')}: {c.get('message')}"
+        for c in st.get("conditions") or []
+    ]
+    for s in st.get("steps") or []:
+        lines.append(
+            f"step {s.get('index')} {s.get('phase')} valid={s.get('valid')} "
+            f"attempt={s.get('attempt')} notes={s.get('notes')} "
+            f"disturbances={[(d.get('what'), d.get('object'), d.get('message')) for d in s.get('disturbances') or []]}"
+        )
+    return "\n".join(lines)
