@@ -6,11 +6,15 @@ import base64
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from typing import Any, NoReturn
+from types import TracebackType
+from typing import Any, NoReturn, Self
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from urllib3 import BaseHTTPResponse, Retry
+from urllib3.connectionpool import ConnectionPool
 from urllib3.exceptions import HTTPError as Urllib3Error
+from urllib3.exceptions import ReadTimeoutError
 
 from tidb_bench_operator.domain.api.common import GROUP, VERSION
 from tidb_bench_operator.domain.cluster.view import API_VERSION as V2_API_VERSION
@@ -55,15 +59,44 @@ def _listed(action: str, call: Callable[..., Any], *args: Any, **kwargs: Any) ->
 
 
 def load_api_client(kubeconfig: str | None = None) -> Any:
-    """In-cluster config when running in a pod, else the kubeconfig (KUBECONFIG or ~/.kube)."""
+    """In-cluster config when running in a pod, else the kubeconfig (KUBECONFIG or ~/.kube);
+    a call waits for no answer longer than its timeout (OneReadTimeout)."""
     cfg: Any = config
+    conf = client.Configuration()
     try:
         if kubeconfig is None:
-            cfg.load_incluster_config()
-            return client.ApiClient()
+            cfg.load_incluster_config(client_configuration=conf)
+            return _client(conf)
     except config.ConfigException:
         pass
-    return cfg.new_client_from_config(config_file=kubeconfig)
+    cfg.load_kube_config(config_file=kubeconfig, client_configuration=conf)
+    return _client(conf)
+
+
+class OneReadTimeout(Retry):
+    """urllib3's retries, except for a read that timed out: the client's default retried a
+    GET whose answer never came three times, so a hung API server held a call four
+    timeouts (80 s). Everything else is tried again as before: a connection refused, or a
+    kept-alive connection the server had closed (urllib3 counts that as a read error too,
+    so `Retry(read=0)` failed those GETs at once)."""
+
+    def increment(
+        self,
+        method: str | None = None,
+        url: str | None = None,
+        response: BaseHTTPResponse | None = None,
+        error: Exception | None = None,
+        _pool: ConnectionPool | None = None,
+        _stacktrace: TracebackType | None = None,
+    ) -> Self:
+        if isinstance(error, ReadTimeoutError):
+            raise error
+        return super().increment(method, url, response, error, _pool, _stacktrace)
+
+
+def _client(conf: Any) -> Any:
+    conf.retries = OneReadTimeout(total=3, redirect=0)
+    return client.ApiClient(conf)
 
 
 def context_namespace(kubeconfig: str | None = None) -> str:
