@@ -429,14 +429,16 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 def json_patch(target: JSON, ops: list[JSON], root: str) -> JSON:
-    """RFC 6902's add, replace and test under `root`, as the API server applies them; a
-    failed test or a missing path raises ValueError (the API server answers 422)."""
+    """RFC 6902's add, remove, replace and test under `root`, as the API server applies
+    them; a failed test or a missing path raises ValueError (the API server answers 422)."""
     doc = copy.deepcopy(target)
     for op in ops:
         path = op["path"]
         if not path.startswith(root + "/"):
             raise ValueError(f"{path}: outside {root}")
-        *parents, last = path[len(root) + 1 :].split("/")
+        *parents, last = [
+            p.replace("~1", "/").replace("~0", "~") for p in path[len(root) + 1 :].split("/")
+        ]
         node: Any = doc
         for part in parents:
             node = node[int(part)] if isinstance(node, list) else node[part]
@@ -451,6 +453,10 @@ def json_patch(target: JSON, ops: list[JSON], root: str) -> JSON:
             node[key] = copy.deepcopy(op["value"])
         elif op["op"] == "add":
             node[key] = copy.deepcopy(op["value"])
+        elif op["op"] == "remove":
+            if key not in node:
+                raise ValueError(f"remove {path}: no such member")
+            del node[key]
         else:
             raise ValueError(f"op {op['op']!r} not supported here")
     return doc

@@ -74,8 +74,8 @@ class _Pod:
         return f"{DISPLAY.get(self.component, self.component)} pod {name}{where}"
 
 
-#: The baseline entry of a pod a rollout removed. Kept, not deleted: status is written as
-#: a JSON merge patch, which cannot drop a key inside `guardLook.pods`.
+#: The baseline entry of a pod a rollout removed: a marker rather than no entry, so the
+#: step's baseline still names every pod it started with.
 ROLLED_OUT = "rolled-out"
 
 

@@ -68,17 +68,27 @@ def condition_reason(conditions: Sequence[Condition], type_: str) -> str | None:
 
 
 def status_patch(old: Mapping[str, Any], status: BaseModel) -> dict[str, Any]:
-    """The JSON merge patch that turns the stored status `old` into `status`.
+    """The JSON merge patch (RFC 7386) that turns the stored status `old` into `status`.
 
     Only what changed is sent; a key the new status no longer has is sent as null, which
-    removes it (e.g. waitingFor once the blocker finished). `old` holds only what the
-    controller wrote: the handlers take out what others keep in .status first.
+    removes it (e.g. waitingFor once the blocker finished), at every depth: a merge patch
+    merges objects, so an object sent whole would keep the keys it no longer has (a pod of
+    the last step's `guardLook.pods` in the next step's baseline). Lists are sent whole.
+    `old` holds only what the controller wrote: the handlers take out what others keep in
+    .status first.
     """
     new = status.model_dump(by_alias=True, exclude_none=True, mode="json")
-    patch: dict[str, Any] = {k: v for k, v in new.items() if old.get(k) != v}
-    for k in old:
-        if k not in new:
-            patch[k] = None
+    patch: dict[str, Any] = merge_diff(old, new)
+    return patch
+
+
+def merge_diff(old: Any, new: Any) -> Any:
+    """The merge patch from `old` to `new`: objects key by key (null for a key gone), the
+    rest whole."""
+    if not (isinstance(old, Mapping) and isinstance(new, Mapping)):
+        return new
+    patch = {k: merge_diff(old.get(k), v) for k, v in new.items() if old.get(k) != v}
+    patch.update({k: None for k in old if k not in new})
     return patch
 
 
@@ -91,25 +101,37 @@ def steps_json_patch(
     A merge patch replaces a list whole, so every patch that touched one step resent all of
     `status.steps` (bytes growing with the square of the trials). This one replaces step
     `i` alone, after a `test` that the stored list still has that step at `i`; the other
-    keys are set whole, as the merge patch sets them (status_patch sends whole values).
-    None when the patch has no steps, when their number changed, or when it removes a key.
+    keys become the same adds and removes the merge patch means (status_patch diffs
+    objects key by key). None when the patch has no steps or their number changed.
     """
     new_steps, old_steps = patch.get("steps"), old.get("steps")
     if (
         not isinstance(new_steps, list)
         or not isinstance(old_steps, list)
         or len(new_steps) != len(old_steps)
-        or any(value is None for value in patch.values())
     ):
         return None
-    ops: list[dict[str, Any]] = [
-        {"op": "add", "path": f"/status/{key}", "value": value}
-        for key, value in patch.items()
-        if key != "steps"
-    ]
+    ops: list[dict[str, Any]] = []
+    _merge_ops(ops, "/status", old, {k: v for k, v in patch.items() if k != "steps"})
     for i, (was, now) in enumerate(zip(old_steps, new_steps, strict=True)):
         if was != now:
             index = now.get("index", i) if isinstance(now, dict) else i
             ops.append({"op": "test", "path": f"/status/steps/{i}/index", "value": index})
             ops.append({"op": "replace", "path": f"/status/steps/{i}", "value": now})
     return ops
+
+
+def _merge_ops(
+    ops: list[dict[str, Any]], path: str, old: Mapping[str, Any], patch: Mapping[str, Any]
+) -> None:
+    """Append the JSON patch operations that apply the merge patch `patch` to `old`."""
+    for key, value in patch.items():
+        at = f"{path}/{key.replace('~', '~0').replace('/', '~1')}"
+        was = old.get(key)
+        if value is None:
+            if key in old:
+                ops.append({"op": "remove", "path": at})
+        elif isinstance(value, Mapping) and isinstance(was, Mapping):
+            _merge_ops(ops, at, was, value)
+        else:
+            ops.append({"op": "add", "path": at, "value": value})

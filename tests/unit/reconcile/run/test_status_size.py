@@ -80,7 +80,8 @@ def test_a_patch_of_one_changed_step_replaces_that_step_alone() -> None:
     ]
     assert steps_json_patch(old, {"phase": "Succeeded"}) is None, "no steps: a merge patch"
     assert steps_json_patch({}, merge) is None, "the first steps: a merge patch"
-    assert steps_json_patch(old, {**merge, "waitingFor": None}) is None, "a removal"
+    removal = steps_json_patch({**old, "waitingFor": "ns/a"}, {**merge, "waitingFor": None})
+    assert removal is not None and {"op": "remove", "path": "/status/waitingFor"} in removal
 
 
 def test_the_report_reads_the_trials_and_notes_status_left_to_the_store() -> None:
