@@ -32,7 +32,7 @@ from testbed.kube import (
     has_default_service_account,
     wait_for,
 )
-from testbed.runs import RunBed, add_db_secret
+from testbed.runs import CONTROLLER_LOG_ENV, RunBed, add_db_secret
 from testbed.services import mariadb_info, start_mariadb_tls, stop_mariadb_tls
 
 #: Files that share something global, each group run on one pytest-xdist worker, one file
@@ -146,6 +146,7 @@ class Controller:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, wait_ready: bool = True) -> None:
+        os.environ[CONTROLLER_LOG_ENV] = str(self.log)  # named when a run never moves
         env = {**os.environ, **self.env, "KUBECONFIG": str(self.kubeconfig)}
         seen = self.log.stat().st_size if self.log.exists() else 0
         out = self.log.open("ab")

@@ -29,6 +29,7 @@ from testbed.runs import (
     PLURAL,
     VERSION,
     RunBed,
+    controller_log_tail,
     get_run,
     jobs_of,
     run_manifest,
@@ -89,7 +90,14 @@ def wait_status(
             return None
         return st if pred(st) else None
 
-    return dict(wait_for(look, timeout, f"{name}: {what}", interval=0.2))
+    try:
+        return dict(wait_for(look, timeout, f"{name}: {what}", interval=0.2))
+    except TimeoutError as exc:
+        try:
+            now = why_not(status(api, ns, name))
+        except Exception as read:  # the API server may be what is down
+            now = f"status unreadable: {read}"
+        raise TimeoutError(f"{exc}\n{now}{controller_log_tail()}") from exc
 
 
 def step_seen(index: int, attempt: int = 0) -> Any:

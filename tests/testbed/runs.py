@@ -149,7 +149,25 @@ def wait_run(
     raise TimeoutError(
         f"run {namespace}/{name} not in {phases} after {timeout}s: {run.get('status')}"
         + (f" (API server errors meanwhile: {server_errors})" if server_errors else "")
+        + controller_log_tail()
     )
+
+
+#: Set by the e2e session's controller (e2e/conftest.py) to the file it logs to.
+CONTROLLER_LOG_ENV = "TIDB_BENCH_E2E_CONTROLLER_LOG"
+#: kopf's lines at every (re)start: they say nothing about why a run did not move.
+_STARTUP_NOISE = ("authentication", "login_via_client", "Activity 'configure'")
+
+
+def controller_log_tail(lines: int = 15) -> str:
+    """The last lines of the session controller's log, for a timeout's message: the test
+    bed (and its logs) is gone once CI has run, and pytest's output is all that is kept."""
+    path = os.environ.get(CONTROLLER_LOG_ENV)
+    if not path or not os.path.exists(path):
+        return ""
+    with open(path, errors="replace") as f:
+        kept = [line.rstrip()[:300] for line in f if not any(n in line for n in _STARTUP_NOISE)]
+    return f"\n-- the last lines of {os.path.basename(path)}:\n" + "\n".join(kept[-lines:])
 
 
 def run_events(core: client.CoreV1Api, namespace: str, name: str) -> list[Any]:

@@ -484,6 +484,8 @@ class Driver:
             # which fails at the bound; the run is looked at again after a back-off.
             return float(await self._call(self.runs.failed, body, exc))
         after = out.status.get("phase", phase) if out.status else phase
+        if after != phase:
+            log.info("BenchmarkRun %s/%s: %s -> %s", key[1], key[2], phase or "new", after)
         if qkey is not None and turn.admitted and after not in ACTIVE_PHASES:
             self.claims.pop(qkey, None)  # it did not start (bad inputs): the next one may
             self.wake_cluster(qkey)
