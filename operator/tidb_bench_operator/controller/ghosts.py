@@ -83,13 +83,18 @@ def runner_pods(kube: GhostKube, watched: Sequence[str] | None) -> list[JSON]:
     controller's runs are not its ghosts."""
     if not watched:
         return kube.pods(None, LABEL_RUN)
-    if not any(ch in ns for ns in watched for ch in "*?[!"):
+    if not has_patterns(watched):
         return [pod for ns in dict.fromkeys(watched) for pod in kube.pods(ns, LABEL_RUN)]
     return [
         pod
         for pod in kube.pods(None, LABEL_RUN)
         if watches(watched, str((pod.get("metadata") or {}).get("namespace")))
     ]
+
+
+def has_patterns(watched: Sequence[str]) -> bool:
+    """Whether `--namespace` values hold kopf's patterns (`*`, `?`, `[`, `!`), not names."""
+    return any(ch in ns for ns in watched for ch in "*?[!")
 
 
 def watches(patterns: Sequence[str], namespace: str) -> bool:

@@ -22,6 +22,7 @@ import kopf
 from tidb_bench_operator.adapters.metrics import Metrics
 from tidb_bench_operator.config import Settings
 from tidb_bench_operator.controller.driver import Driver
+from tidb_bench_operator.controller.ghosts import has_patterns, watches
 from tidb_bench_operator.controller.wiring import build, wait_for_crds
 from tidb_bench_operator.domain.api.common import GROUP, VERSION
 from tidb_bench_operator.domain.queue import QueueEntry, queue_entry
@@ -124,7 +125,7 @@ def run_queue(body: Any, **_: Any) -> dict[str, QueueEntry]:
     kopf fills the index from the initial listing before it calls any other handler, so
     after a restart no run is admitted before all runs on its cluster are known.
     """
-    found = queue_entry(_ours(body))
+    found = queue_entry(_ours(body)) if served(body) else None
     return {} if found is None else {found[0]: found[1]}
 
 
@@ -138,7 +139,7 @@ async def on_event_benchmarkrun(
 ) -> None:
     """Keep the run's metric series equal to its status; tell the Driver (it wakes runs)."""
     controller = _controller(memo)
-    if controller is None:
+    if controller is None or not served(body):
         return
     metrics = controller.metrics
     plain = _ours(body)
@@ -156,7 +157,7 @@ async def on_event_benchmarkschedule(
 ) -> None:
     """Keep the schedule's metric series equal to its status; tell the Driver."""
     controller = _controller(memo)
-    if controller is None:
+    if controller is None or not served(body):
         return
     metrics = controller.metrics
     plain = _ours(body)
@@ -186,13 +187,32 @@ WATCHED: list[str] = []
 
 
 def run_operator(namespaces: list[str] | None = None) -> None:
-    """Run the controller until interrupted (what `tidb-bench operator` does)."""
+    """Run the controller until interrupted (what `tidb-bench operator` does).
+
+    Given plain namespace names, kopf watches each; given patterns, kopf watches the cluster
+    and the handlers keep the namespaces the patterns match (`served`). kopf's own pattern
+    support (1.45.2) starts a watcher per matching namespace and holds the handlers of every
+    newly seen object until each watcher of an indexed resource has listed once; a watcher
+    stopped before its first listing (its namespace gone, e.g. one still terminating when
+    the controller started) never releases that hold, and no run of a namespace made after
+    it was ever reconciled (tests/e2e/test_namespace_churn.py).
+    """
     WATCHED[:] = namespaces or []
     cfg = Settings.from_env()
     kopf.configure(verbose=cfg.debug)
+    patterns = has_patterns(WATCHED)
     kopf.run(
         standalone=True,
-        clusterwide=not namespaces,
-        namespaces=namespaces or [],
+        clusterwide=not namespaces or patterns,
+        namespaces=[] if patterns else (namespaces or []),
         liveness_endpoint=cfg.liveness_endpoint,
     )
+
+
+def served(body: Any) -> bool:
+    """Whether this controller serves the object's namespace: always, unless `--namespace`
+    has patterns (kopf then watches the whole cluster for it)."""
+    if not has_patterns(WATCHED):
+        return True
+    namespace = str((body.get("metadata") or {}).get("namespace") or "")
+    return watches(WATCHED, namespace)

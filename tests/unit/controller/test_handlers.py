@@ -82,3 +82,31 @@ def test_before_startup_built_the_controller_nothing_happens() -> None:
     asyncio.run(
         handlers.on_event_benchmarkrun(body=BODY, memo=kopf.Memo(), type="ADDED", run_queue={})
     )
+
+
+def test_given_patterns_kopf_watches_the_cluster_and_the_handlers_keep_the_matching_namespaces(
+    monkeypatch: Any,
+) -> None:
+    # kopf's per-namespace watchers for patterns held every new object's handlers for good
+    # once a watcher stopped before its first listing (test_namespace_churn.py).
+    ran: list[dict[str, Any]] = []
+    monkeypatch.setattr(kopf, "run", lambda **kw: ran.append(kw))
+    monkeypatch.setattr(handlers, "WATCHED", [])
+    handlers.run_operator(["team-*", "!team-old"])
+    assert ran[-1]["clusterwide"] is True and ran[-1]["namespaces"] == []
+    driver, metrics = Driver(), Metrics()
+    memo = kopf.Memo()
+    memo["controller"] = handlers.Controller(driver=driver, metrics=metrics)  # type: ignore[arg-type]
+    for ns in ("team-a", "team-old", "other"):
+        body = {**BODY, "metadata": {**BODY["metadata"], "namespace": ns}}
+        asyncio.run(
+            handlers.on_event_benchmarkrun(body=body, memo=memo, type="ADDED", run_queue={})
+        )
+        assert (handlers.run_queue(body=body) != {}) == (ns == "team-a"), ns
+    assert [b["metadata"]["namespace"] for _, b, _ in driver.events] == ["team-a"]
+    assert metrics.seen == ["observe"]
+    # Plain names: kopf watches each, and every object it sends is served.
+    handlers.run_operator(["team-a", "team-b"])
+    assert ran[-1]["clusterwide"] is False and ran[-1]["namespaces"] == ["team-a", "team-b"]
+    handlers.run_operator(None)
+    assert ran[-1]["clusterwide"] is True and ran[-1]["namespaces"] == []
