@@ -9,6 +9,10 @@ A step is `spec.clients` Jobs (one per client pod) that start together at an agr
 Job finished, their StepReports are combined into the step's numbers, the interval series
 go to the run's results ConfigMaps (domain.results_store), and the next step starts in
 the same reconcile.
+
+Why over 500 lines: a step's life is one state machine (start, observe, retry, record,
+take a recorded step back from the store, advance), and every part reads and writes the
+same step and run status; split, each part would hand the step across modules.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from tidb_bench_operator.domain.manifests import (
     START_LEAD_SECONDS,
     build_runner_job,
     build_step_runner_args,
+    object_name,
     step_job_name,
 )
 from tidb_bench_operator.domain.objects import JSON
@@ -66,6 +71,7 @@ from tidb_bench_operator.reconcile.run.stored import (
     keep_nodes,
     save_results,
     stored_result,
+    stored_step,
     stored_trials,
 )
 
@@ -166,7 +172,8 @@ def observe(ctx: RunContext, step: StepStatus) -> None:
         if (p["metadata"].get("labels") or {}).get(JOB_CONTROLLER_UID) in uids
     ]  # fmt: skip
     if len(jobs) < spec.clients:
-        retry(ctx, step, "a client Job was deleted")
+        if not _recorded_already(ctx, step):
+            retry(ctx, step, "a client Job was deleted")
         return
     finished = bool(jobs) and all(job_finished(j) for j in jobs)
     if guard.watch(ctx, step, pods, final=finished):
@@ -352,12 +359,10 @@ def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: l
     updated.finished_at = ctx.now
     keep_nodes(ctx, pods)
     save_results(ctx, updated, series, round_ if not again else _kept_round(updated), trial)
-    n = len(st.steps)
-    st.steps[step.index] = updated.bounded(
-        max(1, MAX_STATUS_TRIALS // n), max(STATUS_DISTURBANCES, MAX_STATUS_DISTURBANCES // n)
-    )
-    st.invalid_steps = sum(1 for s in st.steps if s.valid is False)
-    # Its results are stored: the trial's Jobs (and pods) go now, not at the run's TTL.
+    _keep(ctx, step.index, updated)
+    # Its results are stored: the trial's Jobs (and pods) go now, not at the run's TTL. Should
+    # the controller stop before this look's status is written, the next look finds the
+    # Jobs gone and takes the step from the store (_recorded_already), not measuring again.
     ctx.delete_jobs(role="step", step=step.index, round_=round_)
     ctx.event("Normal", "StepSucceeded", _recorded_text(ctx, updated, combined.result, round_))
     if again:
@@ -374,6 +379,45 @@ def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: l
     _advance(ctx, step.index)
     ctx.wait(0.5)
     ctx.again = True
+
+
+def _keep(ctx: RunContext, index: int, updated: StepStatus) -> None:
+    """A recorded step into status, its trials and disturbances cut to the status bound."""
+    st = ctx.st
+    n = len(st.steps)
+    st.steps[index] = updated.bounded(
+        max(1, MAX_STATUS_TRIALS // n), max(STATUS_DISTURBANCES, MAX_STATUS_DISTURBANCES // n)
+    )
+    st.invalid_steps = sum(1 for s in st.steps if s.valid is False)
+
+
+def _recorded_already(ctx: RunContext, step: StepStatus) -> bool:
+    """Whether a look recorded this attempt, deleted its Jobs and stopped before its status
+    was written (a controller killed in between): the results store has the step as that look
+    made it, finished after this attempt started. Then the step is taken from there, as
+    recorded, rather than measured again beside what came after it (the run's cleanup Job
+    may already be dropping the tables)."""
+    found = stored_step(ctx, step)
+    if (
+        found is None
+        or found.index != step.index
+        or found.finished_at is None
+        or step.started_at is None
+        or found.finished_at <= step.started_at  # a round before, recorded as this started
+    ):
+        return False
+    _keep(ctx, step.index, found)
+    ctx.st.results_config_map = object_name(ctx.run.name, "results")
+    what = f"step {step.index + 1} ({step.workload}, {step.threads} threads)"
+    ctx.event(
+        "Normal", "StepSucceeded",
+        f"{what}: recorded before the controller restarted; taken from the results store",
+    )  # fmt: skip
+    if found.guard_wait_since is None:  # else it is measured again, as record left it
+        _advance(ctx, step.index)
+    ctx.wait(0.5)
+    ctx.again = True
+    return True
 
 
 def _kept_round(step: StepStatus) -> int:

@@ -42,6 +42,15 @@ def stored_trials(ctx: RunContext, step: StepStatus) -> list[Trial]:
     return doc.trials
 
 
+def stored_step(ctx: RunContext, step: StepStatus) -> StepStatus | None:
+    """`step` as the results store last kept it; None when the store has no readable one."""
+    what = f"step {step.index + 1} ({step.workload}, {step.threads} threads)"
+    try:
+        return StepStatus.model_validate_json(_stored_doc(ctx, f"st{step.index}", what))
+    except (StoreError, ValueError):  # missing, or not a step (pydantic's errors are ValueErrors)
+        return None
+
+
 def stored_result(ctx: RunContext, step: StepStatus, ordinal: int) -> StepResult:
     """The full result of trial `ordinal` of `step`, from the results store."""
     what = (

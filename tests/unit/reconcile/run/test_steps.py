@@ -5,6 +5,7 @@ Driven through an in-memory Kubernetes and a fake clock (support.Bed).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 
 import pytest
@@ -60,6 +61,63 @@ def test_a_vanished_client_job_restarts_the_step() -> None:
     assert "sweep-s0-c0" in bed.kube.deleted_jobs
     bed.reconcile()
     assert {"sweep-s0-c0-a1", "sweep-s0-c1-a1"} <= set(bed.kube.job_names(NS))
+
+
+def test_a_recorded_step_whose_status_was_lost_is_taken_from_the_store_not_measured_again() -> None:
+    # The look that recorded step 1 deleted its Jobs (its results were stored), and the
+    # controller was killed before that look's status patch: status still says Running.
+    bed = Bed(run_spec(threads=[8, 16], clients=2))
+    bed.to_running()
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 9000.0, 2.0), log=series_log([9000.0]))
+    bed.kube.finish_job(NS, "sweep-s0-c1", result_doc(8, 8000.0, 2.5), log=series_log([8000.0]))
+    bed.clock.advance(40)
+    before = copy.deepcopy(bed.body)
+    bed.reconcile()
+    assert bed.step(0)["phase"] == "Succeeded"
+    lost = bed.kube.job_names(NS)
+    bed.body = before  # the patch never reached the API server
+    bed.kube.add_run(bed.body)
+    for name in ("sweep-s1-c0", "sweep-s1-c1"):  # nor did the next step's Jobs
+        bed.kube.job_store.pop((NS, name))
+    assert bed.step(0)["phase"] == "Running" and "sweep-s0-c0" not in lost
+    seen = len(bed.kube.events)
+
+    bed.reconcile()
+    first = bed.step(0)
+    assert (first["phase"], first["qps"], first["attempt"]) == ("Succeeded", 17_000.0, 0)
+    assert not any("run again" in n for n in first.get("notes") or []), first["notes"]
+    assert bed.status["currentStep"] == 1 and bed.step(1)["phase"] == "Running"
+    assert "sweep-s0-c0-a1" not in bed.kube.job_names(NS), "step 1 was not measured again"
+    reasons = [e["reason"] for e in bed.kube.events[seen:]]
+    assert reasons == ["StepSucceeded", "StepStarted"], reasons
+    assert "taken from the results store" in bed.kube.events[seen]["message"]
+
+
+def test_a_client_job_deleted_before_its_step_was_recorded_is_still_measured_again() -> None:
+    # The store holds the step as an earlier look left it (not finished after this attempt
+    # started): the Job was lost, not recorded.
+    bed = Bed(run_spec(threads=[8, 16], clients=1))
+    bed.to_running()
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 9000.0, 2.0), log=series_log([9000.0]))
+    bed.reconcile()
+    bed.kube.job_store.pop((NS, "sweep-s1-c0"))
+    bed.reconcile()
+    assert "a client Job was deleted" in bed.step(1)["notes"][0]
+    assert bed.step(1)["phase"] == "Pending" and bed.status["currentStep"] == 1
+
+
+def test_a_lost_job_of_a_round_started_as_the_last_was_recorded_is_measured_again() -> None:
+    # One step, two rounds: round 1 starts in the reconcile that records round 0, at the
+    # same instant; its Job deleted, the store's round-0 step must not be taken for it.
+    bed = Bed(run_spec(threads=[4], clients=1, repeats=2))
+    bed.to_running()
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(4, 5000.0, 2.0), log=series_log([5000.0]))
+    bed.reconcile()
+    assert bed.status["currentRound"] == 1 and bed.step(0)["phase"] == "Running"
+    bed.kube.job_store.pop((NS, "sweep-s0-r1-c0"))
+    bed.reconcile()
+    assert "a client Job was deleted" in bed.step(0)["notes"][-1]
+    assert bed.status["currentRound"] == 1 and len(bed.step(0)["trials"]) == 1
 
 
 def test_an_unschedulable_pod_shows_in_a_condition_then_fails_the_run_after_the_timeout() -> None:
