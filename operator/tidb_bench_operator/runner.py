@@ -88,6 +88,8 @@ class StepPlan:
     max_start_skew: float = 3.0
     #: The mounted MySQL client certificate Secret (ca.crt, tls.crt, tls.key); None: no TLS.
     tls_dir: str | None = None
+    #: This client's share of a rate step's target (sysbench --rate, events/s); None: closed loop.
+    rate: int | None = None
 
     def dsn(self, creds: Credentials) -> mysql.DSN:
         """The runner's own SQL connection (dataset checks): with TLS when the plan has it."""
@@ -314,9 +316,14 @@ def run_step(
         rand_type=plan.rand_type,
         ignore_errors=plan.ignore_errors,
         auto_inc=plan.auto_inc,
-        extra_args=plan.extra_args,
+        extra_args=plan.extra_args + ([f"--rate={plan.rate}"] if plan.rate else []),
     )
     notes: list[str] = []
+    if plan.rate:
+        notes.append(
+            f"open loop at {plan.rate}/s (sysbench --rate): latency counts from each event's "
+            "scheduled arrival, time queued included"
+        )
     if plan.warmup > 0:
         # sysbench 1.0.20 has no --warmup-time (only its master branch has; `sysbench --help`
         # of 1.0.20 lists none): warm up with a separate run
@@ -327,6 +334,13 @@ def run_step(
         w = exec_sysbench(warm, creds, out, prefix="[warm-up] ", tls_dir=plan.tls_dir)
         _succeeded(w, f"warm-up exited {w.exit_code}", workload=plan.workload)
         notes.append(f"warm-up: a separate {plan.warmup}s run before measuring, discarded")
+        if plan.rate:
+            # The warm-up's queue ends with its process: measuring starts with none queued.
+            backlog = parse_sysbench_output(w.output).queue_last or 0
+            notes.append(
+                f"warm-up ran at the same rate and ended with {backlog} event(s) queued, "
+                "dropped with its process: measuring started with an empty queue"
+            )
     argv = build_sysbench_argv(
         command="run",
         time_seconds=plan.duration,
@@ -358,6 +372,8 @@ def run_step(
         notes=notes,
         histogram=list(parsed.histogram or []),
         series=[i.model_dump(mode="json", by_alias=True) for i in parsed.intervals],
+        queue_max=parsed.queue_max,
+        queue_last=parsed.queue_last,
     )
 
 
@@ -502,6 +518,7 @@ def add_runner_arguments(sub: Any) -> None:
             p.add_argument("--ignore-errors")
             p.add_argument("--start-at", type=datetime.fromisoformat)
             p.add_argument("--max-start-skew", type=float, default=3.0)
+            p.add_argument("--rate", type=int, help="sysbench --rate: this client's target")
         if action == "prepare":
             p.add_argument(
                 "--policy", choices=["IfMissing", "Always", "Never"], default="IfMissing"
@@ -531,6 +548,7 @@ def plan_from_args(args: Any) -> StepPlan:
         start_at=getattr(args, "start_at", None),
         max_start_skew=getattr(args, "max_start_skew", 3.0),
         tls_dir=getattr(args, "tls_dir", None),
+        rate=getattr(args, "rate", None),
     )
 
 

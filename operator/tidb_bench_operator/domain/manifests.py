@@ -399,10 +399,12 @@ def build_step_runner_args(
     workload: str,
     threads: int,
     start_at: datetime | None,
+    rate: int | None = None,
 ) -> list[str]:
     """Arguments of `tidb-bench runner step`: everything but the credentials.
 
     `start_at` is the rendezvous of a step's clients; None (one client) starts at once.
+    `rate` is this client's share of a rate step's target (sysbench --rate).
     """
     args = [
         "step",
@@ -420,6 +422,8 @@ def build_step_runner_args(
     ]
     if start_at is not None:
         args += [f"--start-at={start_at.isoformat()}", f"--max-start-skew={MAX_START_SKEW_SECONDS}"]
+    if rate is not None:
+        args.append(f"--rate={rate}")
     if spec.rand_type:
         args.append(f"--rand-type={spec.rand_type}")
     if spec.ignore_errors:

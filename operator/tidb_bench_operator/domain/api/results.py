@@ -52,3 +52,31 @@ class StepResult(CamelModel):
 
 #: A step's identity within a run: (workload, threads).
 StepKey = tuple[str, int]
+
+
+class RateOutcome(CamelModel):
+    """A rate step (spec.rates): the rate asked for, the rate reached, and sysbench's queue."""
+
+    target: int = Field(
+        ge=1, le=MAX_STATUS_INT, description="Target events (transactions) per second, all clients."
+    )
+    achieved: float = Field(description="Events per second reached (the step's tps).")
+    shortfall_percent: float = Field(
+        description="How far below the target the achieved rate was, percent (0 when reached)."
+    )
+    tolerance_percent: float = Field(description="spec.rateTolerancePercent when measured.")
+    reached: bool = Field(
+        description="False when the shortfall exceeds the tolerance: the step is marked and "
+        "never counted as meeting the SLO."
+    )
+    queue_max: int | None = Field(
+        default=None,
+        le=MAX_STATUS_INT,
+        description="Longest sysbench event queue a client reported (events due, not started).",
+    )
+    queue_at_end: int | None = Field(
+        default=None,
+        le=MAX_STATUS_INT,
+        description="Events still queued at the last report, summed over clients: a backlog "
+        "that was still growing.",
+    )

@@ -333,7 +333,24 @@ class BenchmarkRunSpec(SpecModel):
         min_length=1,
         max_length=32,
         description="The sweep: sysbench --threads per client, one step each, run in the order "
-        "given (the summary compares steps by thread count, not by order).",
+        "given (the summary compares steps by thread count, not by order). With `rates`, the "
+        "one thread count that serves every rate.",
+    )
+    rates: list[Annotated[int, Field(ge=1, le=10_000_000)]] = Field(
+        default_factory=list,
+        max_length=32,
+        description="A rate sweep instead of a thread sweep: target events (transactions) per "
+        "second, one step each, in the order given, run with sysbench --rate (open loop: "
+        "latency includes time queued) and split evenly over the clients. `threads` must then "
+        "list one value. Each step records the rate reached and sysbench's queue; a step short "
+        "of its target by more than rateTolerancePercent is marked and never meets the SLO.",
+    )
+    rate_tolerance_percent: float = Field(
+        default=5.0,
+        ge=0,
+        le=50,
+        description="How far below its target (percent) a rate step's achieved rate may fall "
+        "and still count as reached.",
     )
     clients: int = Field(
         default=1,
@@ -464,6 +481,7 @@ class BenchmarkRunSpec(SpecModel):
             )
         _no_duplicates(f"{prefix}workloads", self.workloads)
         _no_duplicates(f"{prefix}threads", self.threads)
+        self._validate_rates(prefix)
         if "bulk_insert" in self.workloads and len(self.workloads) > 1:
             raise SpecError(
                 f"{prefix}workloads",
@@ -489,6 +507,33 @@ class BenchmarkRunSpec(SpecModel):
         validate_extra_args(self.extra_args, field=f"{prefix}extraArgs")
         for i, toleration in enumerate(self.placement.tolerations):
             _check_toleration(f"{prefix}placement.tolerations[{i}]", toleration)
+
+    def _validate_rates(self, prefix: str) -> None:
+        """A rate sweep holds the concurrency fixed and owns --rate."""
+        if not self.rates:
+            return
+        _no_duplicates(f"{prefix}rates", self.rates)
+        if len(self.threads) != 1:
+            raise SpecError(
+                f"{prefix}threads",
+                f"a rate sweep runs at one thread count, but threads lists {len(self.threads)}",
+                "list one value (enough threads to serve the highest rate), or run one "
+                "BenchmarkRun per thread count",
+            )
+        for i, arg in enumerate(self.extra_args):
+            if arg.split("=", 1)[0] in ("--rate", "--tx-rate"):
+                raise SpecError(
+                    f"{prefix}extraArgs[{i}]",
+                    "--rate is set per step from spec.rates",
+                    "remove it from extraArgs",
+                )
+        for i, rate in enumerate(self.rates):
+            if rate < self.clients:
+                raise SpecError(
+                    f"{prefix}rates[{i}]",
+                    f"{rate}/s cannot be split over {self.clients} clients (each needs >= 1/s)",
+                    "raise the rate or lower clients",
+                )
 
 
 def _no_duplicates(field: str, values: list[Any]) -> None:

@@ -21,7 +21,7 @@ from tidb_bench_operator.domain.api.common import (
     StepPhase,
 )
 from tidb_bench_operator.domain.api.guard import Disturbance, GuardLook
-from tidb_bench_operator.domain.api.results import Latency, StepResult
+from tidb_bench_operator.domain.api.results import Latency, RateOutcome, StepResult
 from tidb_bench_operator.domain.api.trial import (
     MORE_NOTES,
     STATUS_DISTURBANCES,
@@ -88,6 +88,18 @@ class StepStatus(StatusModel):
     )
     workload: Workload = Field(description=_result_text("workload"))
     threads: int = Field(le=MAX_STATUS_INT, ge=1, description=_result_text("threads"))
+    target_rate: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_STATUS_INT,
+        description="A rate step's target events per second over all clients (spec.rates); "
+        "unset in a thread sweep.",
+    )
+    rate: RateOutcome | None = Field(
+        default=None,
+        description="A rate step's outcome: the rate reached, whether within the tolerance, and "
+        "sysbench's queue.",
+    )
     phase: StepPhase = Field(
         default=StepPhase.PENDING, description="Pending, Running, Succeeded or Failed."
     )
@@ -262,6 +274,17 @@ class SweepNumbers(StatusModel):
         default=None,
         description="Threads of the knee: the first step after which QPS stops rising while "
         "latency keeps growing; null when the sweep did not reach it.",
+    )
+    recommended_rate: int | None = Field(
+        le=MAX_STATUS_INT,
+        default=None,
+        description="A rate sweep's (spec.rates) highest target rate that was reached and whose "
+        "percentile latency meets the SLO; null in a thread sweep or when none does.",
+    )
+    highest_reached_rate: int | None = Field(
+        le=MAX_STATUS_INT,
+        default=None,
+        description="A rate sweep's highest target rate reached within rateTolerancePercent.",
     )
     headline: str | None = Field(default=None, description="One-sentence verdict for people.")
 

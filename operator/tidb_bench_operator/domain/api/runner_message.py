@@ -66,6 +66,12 @@ class StepReport(_Message):
     histogram_dropped: bool | None = Field(
         default=None, description="True when the histogram did not fit in the message."
     )
+    queue_max: int | None = Field(
+        default=None, description="(--rate) the longest sysbench event queue reported."
+    )
+    queue_last: int | None = Field(
+        default=None, description="(--rate) the event queue at the last report."
+    )
     series: list[dict[str, Any]] = Field(
         default_factory=list,
         description="The interval lines; printed on the SERIES_MARKER log line, never in the "

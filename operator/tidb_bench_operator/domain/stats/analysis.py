@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tidb_bench_operator.domain.api.results import StepResult
+from tidb_bench_operator.domain.api.results import RateOutcome, StepResult
 from tidb_bench_operator.domain.api.run_status import SweepNumbers, SweepSummary, WorkloadSummary
 
 #: A step stops "rising meaningfully" when the next step adds less than this QPS fraction.
@@ -68,9 +68,15 @@ def _find_knee(steps: Sequence[StepResult]) -> StepResult | None:
 
 
 def _summarise_workload(
-    workload: str, steps: Sequence[StepResult], slo_latency_ms: float | None
+    workload: str,
+    measured: Sequence[tuple[StepResult, RateOutcome | None]],
+    slo_latency_ms: float | None,
 ) -> WorkloadAnalysis:
-    ordered = sorted(steps, key=lambda s: s.threads)
+    rate_of = {id(s): r for s, r in measured}
+    # A rate sweep's steps share one thread count: they are ordered by target rate.
+    ordered = sorted(
+        (s for s, _ in measured), key=lambda s: (s.threads, _target(rate_of.get(id(s))))
+    )
     # Ties go to fewer threads: the same QPS for less concurrency is the better point.
     peak = max(ordered, key=lambda s: (s.qps, -s.threads))
     percentile = peak.latency_ms.percentile
@@ -78,10 +84,14 @@ def _summarise_workload(
 
     recommended: StepResult | None = None
     if slo_latency_ms is not None:
+        # A rate step short of its target measured latency at a lower rate than asked: it
+        # never counts as meeting the SLO.
         meeting = [
             s
             for s in ordered
-            if s.latency_ms.value is not None and s.latency_ms.value < slo_latency_ms
+            if s.latency_ms.value is not None
+            and s.latency_ms.value < slo_latency_ms
+            and _reached(rate_of.get(id(s)))
         ]
         if meeting:
             recommended = max(meeting, key=lambda s: (s.qps, -s.threads))
@@ -96,14 +106,27 @@ def _summarise_workload(
         parts.append(f"saturates at {knee.threads}")
     else:
         parts.append(f"no knee up to {ordered[-1].threads} threads")
+    rates = [r for r in (rate_of.get(id(s)) for s in ordered) if r is not None]
+    reached = [r.target for r in rates if r.reached]
+    recommended_rate = _target(rate_of.get(id(recommended))) if recommended else None
+    if rates:
+        short = [r for r in rates if not r.reached]
+        parts.append(
+            (f"reached up to {max(reached):,}/s" if reached else "no target rate reached")
+            + (f", {short[0].target:,}/s not ({short[0].achieved:,.0f}/s)" if short else "")
+        )
     if slo_latency_ms is None:
         parts.append("no SLO set")
     elif recommended is None:
         parts.append(f"no step meets {label} < {_ms(slo_latency_ms)} ms")
+    elif recommended_rate:
+        parts.append(f"recommended {recommended_rate:,}/s under {label} < {_ms(slo_latency_ms)} ms")
     else:
         parts.append(f"recommended {recommended.threads} under {label} < {_ms(slo_latency_ms)} ms")
 
     return WorkloadAnalysis(
+        recommended_rate=recommended_rate or None,
+        highest_reached_rate=max(reached) if reached else None,
         workload=workload,
         percentile=percentile,
         peak_qps=peak.qps,
@@ -117,15 +140,28 @@ def _summarise_workload(
     )
 
 
-def compute_summary(steps: Sequence[StepResult], slo_latency_ms: float | None) -> SweepAnalysis:
+def _target(rate: RateOutcome | None) -> int:
+    return rate.target if rate is not None else 0
+
+
+def _reached(rate: RateOutcome | None) -> bool:
+    return rate is None or rate.reached
+
+
+def compute_summary(
+    steps: Sequence[StepResult],
+    slo_latency_ms: float | None,
+    rates: Sequence[RateOutcome | None] = (),
+) -> SweepAnalysis:
     """Summarise finished steps: per workload, plus overall fields from the peak workload.
 
-    recommended = highest QPS whose percentile latency is strictly below the SLO;
-    saturation = the knee (see _find_knee: < 5% QPS gain with >= 1.5x latency), else the peak.
+    recommended = highest QPS whose percentile latency is strictly below the SLO (a rate step
+    short of its target never is); saturation = the knee (see _find_knee: < 5% QPS gain with
+    >= 1.5x latency), else the peak. `rates` are a rate sweep's outcomes, one per step.
     """
-    by_workload: dict[str, list[StepResult]] = {}
-    for step in steps:
-        by_workload.setdefault(step.workload, []).append(step)
+    by_workload: dict[str, list[tuple[StepResult, RateOutcome | None]]] = {}
+    for i, step in enumerate(steps):
+        by_workload.setdefault(step.workload, []).append((step, rates[i] if rates else None))
     if not by_workload:
         return SweepAnalysis(headline="no finished steps")
     summaries = [
@@ -141,7 +177,10 @@ def compute_summary(steps: Sequence[StepResult], slo_latency_ms: float | None) -
 
 
 def compute_status_summary(
-    results: Sequence[StepResult], workloads: Sequence[str], slo_latency_ms: float | None
+    results: Sequence[StepResult],
+    workloads: Sequence[str],
+    slo_latency_ms: float | None,
+    rates: Sequence[RateOutcome | None] = (),
 ) -> SweepSummary | None:
     """status.summary: the verdict per workload; top-level numbers for the first workload.
 
@@ -150,7 +189,7 @@ def compute_status_summary(
     """
     if not results:
         return None
-    verdict = compute_summary(list(results), slo_latency_ms)
+    verdict = compute_summary(list(results), slo_latency_ms, rates)
     # Status keeps the verdict fields only (not the percentile or the saturation basis).
     per = [
         WorkloadSummary.model_validate(w.model_dump(include=set(WorkloadSummary.model_fields)))

@@ -103,6 +103,16 @@ class SysbenchRun(_Frozen):
     threads: int | None = Field(description="`Number of threads:` (or the caller's value).")
     report_interval_seconds: int | None = Field(default=None, description="--report-interval.")
     forced_shutdown_seconds: int | None = Field(default=None, description="--forced-shutdown.")
+    target_rate: int | None = Field(
+        default=None, description="`Target transaction rate: N/sec` (--rate): an open-loop run."
+    )
+    queue_max: int | None = Field(
+        default=None,
+        description="(--rate) the longest `queue length:` reported: events due, not yet started.",
+    )
+    queue_last: int | None = Field(
+        default=None, description="(--rate) the last `queue length:` reported."
+    )
     intervals: list[Interval] = Field(default_factory=list, description="Intermediate reports.")
     histogram: list[tuple[float, int]] | None = Field(
         default=None,

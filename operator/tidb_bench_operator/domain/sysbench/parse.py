@@ -5,6 +5,10 @@ becomes data: `problems` (a value in the report that is not a number, out of ran
 infinite), `fatal`, `warnings`. diagnose_failure and to_step_result turn those into one
 precise error. Memory does not grow with the number of lines: with keep_intervals=False
 only the count and the last interval's time are kept, and every kept list is capped.
+
+Why over 500 lines: one state machine over one output format (header, intermediate reports,
+--rate queue lines, histogram, summary); its states share the parser's fields, and split
+across modules each part would reach into the others'.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ _THREADS_RE = re.compile(r"^Number of threads: ([0-9]{1,10})\s*$")
 _THREADS_ARG_RE = re.compile(r"(?:^|\s)--(?:num[-_])?threads=([0-9]{1,10})(?=\s|$)")
 _REPORT_EVERY_RE = re.compile(r"^Report intermediate results every ([0-9]+) second\(s\)")
 _FORCING_RE = re.compile(r"^Forcing shutdown in ([0-9]+) seconds")
+_TARGET_RATE_RE = re.compile(r"^Target transaction rate: ([0-9]{1,12})/sec")
+_QUEUE_RE = re.compile(r"^\[ [0-9.]+s \] queue length: ([0-9]{1,20}), concurrency: ([0-9]{1,10})")
 # log_timestamp prints "[ %.0fs ] " (no fixed width); the Lua sysbench.report_default
 # prints "err/s %4.2f" without a colon (docs/sysbench.md "Intermediate reports").
 _INTERVAL_DB_RE = re.compile(
@@ -176,6 +182,9 @@ class _Parser:
         self.threads: int | None = None
         self.report_interval: int | None = None
         self.forced_shutdown: int | None = None
+        self.target_rate: int | None = None
+        self.queue_max: int | None = None  # (--rate) the longest queue reported
+        self.queue_last: int | None = None  # ... and the last (was the backlog still there?)
         self.intervals: list[Interval] = []
         self.interval_count = 0
         self.last_interval_t: float | None = None
@@ -246,6 +255,7 @@ class _Parser:
             (_THREADS_RE, self._on_threads),
             (_REPORT_EVERY_RE, self._on_report_every),
             (_FORCING_RE, self._on_forcing),
+            (_TARGET_RATE_RE, self._on_target_rate),
             (_UNFINISHED_RE, self._on_unfinished),
             (_INVALID_OPTION_RE, self._on_invalid_option),
             (_FATAL_RE, self._on_fatal),
@@ -269,6 +279,9 @@ class _Parser:
 
     def _on_forcing(self, match: re.Match[str]) -> None:
         self.forced_shutdown = int(match.group(1))
+
+    def _on_target_rate(self, match: re.Match[str]) -> None:
+        self.target_rate = int(match.group(1))
 
     def _on_unfinished(self, match: re.Match[str]) -> None:
         self.summary["unfinished_transactions"] = int(match.group(1))
@@ -356,8 +369,12 @@ class _Parser:
                 )
             )
             return
-        # `[ Ns ] queue length: %llu, concurrency: %llu` (--rate) and other bracketed
-        # lines carry nothing the step result needs.
+        queue = _QUEUE_RE.match(line)
+        if queue:  # `[ Ns ] queue length: %llu, concurrency: %llu` (--rate)
+            self.queue_last = int(queue.group(1))
+            self.queue_max = max(self.queue_max or 0, self.queue_last)
+            return
+        # Other bracketed lines carry nothing the step result needs.
         if not _INTERVAL_OTHER_RE.match(line):
             self._keep(self.warnings, f"unrecognised line: {line.strip()[:200]}")
 
@@ -474,6 +491,9 @@ def parse_sysbench_lines(
         threads=found_threads,
         report_interval_seconds=parser.report_interval,
         forced_shutdown_seconds=parser.forced_shutdown,
+        target_rate=parser.target_rate,
+        queue_max=parser.queue_max,
+        queue_last=parser.queue_last,
         intervals=parser.intervals,
         histogram=histogram,
         summary=summary,

@@ -24,6 +24,7 @@ from tidb_bench_operator.domain.manifests import (
 )
 from tidb_bench_operator.domain.queue import queue_key
 from tidb_bench_operator.domain.status import parse_time
+from tidb_bench_operator.domain.sysbench.rate import sweep_layout
 from tidb_bench_operator.reconcile.run.context import RunContext
 
 #: A dataset Job may run this long (loading a large dataset takes hours).
@@ -46,8 +47,8 @@ def prepare(ctx: RunContext) -> None:
     ctx.event("Normal", "DatasetReady", text)
     practice(ctx, report)
     st.steps = [
-        StepStatus(index=i, workload=w, threads=t, phase=StepPhase.PENDING)
-        for i, (w, t) in enumerate((w, t) for w in spec.workloads for t in spec.threads)
+        StepStatus(index=i, workload=w, threads=t, target_rate=r, phase=StepPhase.PENDING)
+        for i, (w, t, r) in enumerate(sweep_layout(spec.workloads, spec.threads, spec.rates))
     ]
     st.current_step = 0
     st.current_round = 0 if spec.repeats > 1 else None

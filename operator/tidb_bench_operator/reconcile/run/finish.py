@@ -29,10 +29,11 @@ def finish(ctx: RunContext) -> None:
     spec, run, st = ctx.spec, ctx.run, ctx.st
     if spec.dataset.cleanup and dataset_job(ctx, "cleanup", "dataset cleanup") is None:
         return
-    results = [s.to_result() for s in st.steps if s.valid]
-    valid = [r for r in results if r is not None]
+    kept = [(r, s.rate) for s in st.steps if s.valid for r in [s.to_result()] if r is not None]
+    valid = [r for r, _ in kept]
     slo = spec.slo.latency_ms if spec.slo else None
-    st.summary = analysis.compute_status_summary(valid, spec.workloads, slo)
+    rates = [rate for _, rate in kept] if spec.rates else []
+    st.summary = analysis.compute_status_summary(valid, spec.workloads, slo, rates)
     invalid = [r for r in (s.to_result() for s in st.steps if s.valid is False) if r is not None]
     peak = analysis.compute_status_summary(invalid, spec.workloads, slo) if not valid else None
     if peak is not None:
@@ -42,6 +43,7 @@ def finish(ctx: RunContext) -> None:
             update={
                 "recommended_threads": None,
                 "recommended_qps": None,
+                "recommended_rate": None,
                 "per_workload": [],
                 "headline": f"EVERY STEP INVALID (see the steps' disturbances and notes); "
                 f"nothing recommended. Invalid peak: {peak.headline}",

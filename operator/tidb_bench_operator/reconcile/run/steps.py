@@ -22,7 +22,7 @@ from typing import Any
 
 from tidb_bench_operator.domain.api.common import StepPhase
 from tidb_bench_operator.domain.api.guard import Disturbance
-from tidb_bench_operator.domain.api.results import StepResult
+from tidb_bench_operator.domain.api.results import RateOutcome, StepResult
 from tidb_bench_operator.domain.api.run_status import StepStatus
 from tidb_bench_operator.domain.api.runner_message import (
     RunnerFailure,
@@ -64,6 +64,8 @@ from tidb_bench_operator.domain.queue import queue_key
 from tidb_bench_operator.domain.results_store import StepSeries, step_series
 from tidb_bench_operator.domain.stats.trials import with_trial
 from tidb_bench_operator.domain.status import condition_reason
+from tidb_bench_operator.domain.sysbench.rate import client_rates, rate_outcome
+from tidb_bench_operator.domain.sysbench.rate import describe as describe_rate
 from tidb_bench_operator.reconcile.run import guard
 from tidb_bench_operator.reconcile.run.context import RunContext
 from tidb_bench_operator.reconcile.run.logs import LOG_READS, read_logs
@@ -122,10 +124,12 @@ def start(ctx: RunContext, step: StepStatus) -> None:
         + spec.duration_seconds
         + STEP_DEADLINE_SLACK_SECONDS
     )
+    shares = client_rates(step.target_rate, spec.clients) if step.target_rate else None
     for c, name in enumerate(names):
         args = build_step_runner_args(
-            spec, ctx.endpoint, workload=step.workload, threads=step.threads, start_at=start_at
-        )
+            spec, ctx.endpoint, workload=step.workload, threads=step.threads, start_at=start_at,
+            rate=shares[c] if shares else None,
+        )  # fmt: skip
         job = build_runner_job(
             run, spec, ctx.endpoint, name=name, role="step", runner_args=args,
             step=step.index, client=c, round_=round_, active_deadline_seconds=deadline,
@@ -143,6 +147,7 @@ def start(ctx: RunContext, step: StepStatus) -> None:
     msg = (
         f"step {step.index + 1}/{len(st.steps)}: {step.workload} at {step.threads} threads"
         f" x {spec.clients} client(s)"
+        + (f", target {step.target_rate:,}/s (open loop)" if step.target_rate else "")
         + (f", trial {round_ + 1}/{spec.repeats}" if spec.repeats > 1 else "")
         + (f", starting together at {start_at.isoformat()}" if start_at else "")
         + (f" (retry {step.attempt} of {spec.step_retries})" if step.attempt else "")
@@ -306,6 +311,9 @@ def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: l
             f"INVALID: {len(combined.late)} client(s) started late (max "
             f"{latest:.1f}s after the agreed start)"
         )
+    if step.target_rate:
+        measured = _rate(ctx, step, combined.result.tps, reports)
+        notes.append(("" if measured.reached else "RATE NOT REACHED: ") + describe_rate(measured))
     series, series_notes, per_client, unread = read_step_series(ctx, step, pods)
     if guard.active(ctx):
         found = series_disturbances(
@@ -357,6 +365,8 @@ def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: l
         updated.guard_wait_since = ctx.now
     updated.notes = [*updated.notes, *series_notes, *series.notes]
     updated.finished_at = ctx.now
+    if step.target_rate:  # the step's numbers are its median trial's: so is its rate
+        updated.rate = _rate(ctx, step, updated.tps or 0.0, reports)
     keep_nodes(ctx, pods)
     save_results(ctx, updated, series, round_ if not again else _kept_round(updated), trial)
     _keep(ctx, step.index, updated)
@@ -379,6 +389,15 @@ def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: l
     _advance(ctx, step.index)
     ctx.wait(0.5)
     ctx.again = True
+
+
+def _rate(ctx: RunContext, step: StepStatus, tps: float, reports: list[StepReport]) -> RateOutcome:
+    """A rate step's outcome at `tps` events/s, with this trial's clients' queues."""
+    assert step.target_rate is not None
+    return rate_outcome(
+        step.target_rate, tps, ctx.spec.rate_tolerance_percent,
+        [r.queue_max for r in reports], [r.queue_last for r in reports],
+    )  # fmt: skip
 
 
 def _keep(ctx: RunContext, index: int, updated: StepStatus) -> None:
@@ -451,6 +470,10 @@ def _recorded_text(ctx: RunContext, step: StepStatus, result: StepResult, round_
         f"step {step.index + 1}/{len(ctx.st.steps)}: {result.workload} at {result.threads} "
         f"threads: {result.qps:,.0f} QPS, {pct}"
     )
+    if step.rate is not None:
+        text += f", target {step.rate.target:,}/s " + (
+            "reached" if step.rate.reached else f"NOT REACHED ({step.rate.achieved:,.0f}/s)"
+        )
     if ctx.spec.repeats > 1:
         text += f" (trial {round_ + 1}/{ctx.spec.repeats})"
         summary = step.qps_trials
