@@ -51,6 +51,8 @@ from tidb_bench_operator.domain.sysbench.config_file import (
     config_line,
     uncarried,
 )
+from tidb_bench_operator.domain.sysbench.diagnose import QUEUE_FULL
+from tidb_bench_operator.domain.sysbench.rate import QUEUE_FULL_NOTE, result_before_queue_full
 from tidb_bench_operator.domain.sysbench.warmup import (
     analyze_statements,
     has_secondary_index,
@@ -320,10 +322,7 @@ def run_step(
     )
     notes: list[str] = []
     if plan.rate:
-        notes.append(
-            f"open loop at {plan.rate}/s (sysbench --rate): latency counts from each event's "
-            "scheduled arrival, time queued included"
-        )
+        notes.append(f"open loop at {plan.rate}/s (--rate): latency includes time queued")
     if plan.warmup > 0:
         # sysbench 1.0.20 has no --warmup-time (only its master branch has; `sysbench --help`
         # of 1.0.20 lists none): warm up with a separate run
@@ -332,15 +331,14 @@ def run_step(
         if out is not None:
             out.write(f"tidb-bench: warm-up for {plan.warmup}s (results discarded)\n")
         w = exec_sysbench(warm, creds, out, prefix="[warm-up] ", tls_dir=plan.tls_dir)
-        _succeeded(w, f"warm-up exited {w.exit_code}", workload=plan.workload)
+        warmed = parse_sysbench_output(w.output, workload=plan.workload)
+        full = plan.rate and any(line.startswith(QUEUE_FULL) for line in warmed.fatal)
+        if not full:  # a warm-up whose queue filled still warmed: measuring says the rest
+            _succeeded(w, f"warm-up exited {w.exit_code}", workload=plan.workload)
         notes.append(f"warm-up: a separate {plan.warmup}s run before measuring, discarded")
-        if plan.rate:
-            # The warm-up's queue ends with its process: measuring starts with none queued.
-            backlog = parse_sysbench_output(w.output).queue_last or 0
-            notes.append(
-                f"warm-up ran at the same rate and ended with {backlog} event(s) queued, "
-                "dropped with its process: measuring started with an empty queue"
-            )
+        if plan.rate:  # its queue ends with its process: measuring starts with none queued
+            queued = "filled its queue" if full else f"left {warmed.queue_last or 0} queued"
+            notes.append(f"warm-up at the same rate {queued}; measuring started with none queued")
     argv = build_sysbench_argv(
         command="run",
         time_seconds=plan.duration,
@@ -353,7 +351,14 @@ def run_step(
         out.write("tidb-bench: " + shown_argv(argv) + "\n")
     ex = exec_sysbench(argv, creds, out, tls_dir=plan.tls_dir)
     parsed = parse_sysbench_output(ex.output, workload=plan.workload, threads=plan.threads)
-    step = to_step_result(parsed, plan.workload, plan.threads)  # raises SysbenchError
+    try:
+        step = to_step_result(parsed, plan.workload, plan.threads)  # raises SysbenchError
+    except SysbenchError as exc:
+        before = result_before_queue_full(parsed, plan.workload, plan.threads)
+        if exc.kind != "rate-queue-full" or before is None:
+            raise
+        step = before
+        notes.append(f"{exc}; {QUEUE_FULL_NOTE.format(before.duration_seconds)}")
     cpus = available_cpus()
     used = ex.cpu_seconds / ex.wall_seconds if ex.wall_seconds > 0 else 0.0
     saturated = used >= CLIENT_SATURATION_SHARE * cpus

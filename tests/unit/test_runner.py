@@ -34,6 +34,7 @@ from tidb_bench_operator.domain.manifests import (
     build_step_runner_args,
     compute_endpoint,
 )
+from tidb_bench_operator.domain.sysbench.rate import client_rates
 from tidb_bench_operator.errors import DatabaseError, SysbenchError, TidbBenchError
 from tidb_bench_operator.runner import (
     SYSBENCH_STOP_SECONDS,
@@ -478,3 +479,29 @@ def test_sigterm_stops_sysbench_and_its_children_within_seconds_and_reports_canc
         assert not alive(sysbench) and not alive(child), "sysbench's whole group is gone"
     doc = json.loads(term.read_text())
     assert (doc["ok"], doc["kind"]) == (False, "cancelled")
+
+
+def test_a_rate_steps_share_reaches_the_runner_and_sysbench_as_rate() -> None:
+    spec = parse_run_spec(
+        {
+            "target": {"host": "10.0.0.7"},
+            "credentials": {"secretRef": {"name": "creds"}},
+            "threads": [8],
+            "rates": [1001],
+            "clients": 2,
+        }
+    )
+    endpoint = compute_endpoint(spec, "bench")
+    shares = client_rates(spec.rates[0], spec.clients)
+    plans = []
+    for share in shares:
+        args = build_step_runner_args(
+            spec, endpoint, workload="oltp_point_select", threads=8, start_at=None, rate=share
+        )
+        plans.append(plan_from_args(build_parser().parse_args(["runner", *args])))
+    assert [p.rate for p in plans] == [501, 500]
+    closed = build_step_runner_args(
+        spec, endpoint, workload="oltp_point_select", threads=8, start_at=None
+    )
+    assert not any(a.startswith("--rate") for a in closed)
+    assert plan_from_args(build_parser().parse_args(["runner", *closed])).rate is None

@@ -21,6 +21,9 @@ _LUA_SQL_ERROR_RE = re.compile(
     r"SQL error, errno = (?P<errno>[0-9]+), state = '(?P<state>[^']*)': (?P<text>.*)$"
 )
 
+#: sysbench 1.0.20's FATAL line when --rate's events pile up beyond its queue.
+QUEUE_FULL = "The event queue is full."
+
 _CONNECT_HINTS = {
     1044: "the user lacks privileges on the database: GRANT ALL ON <database>.* to the user",
     1045: "check the user and password in the credentials Secret",
@@ -35,7 +38,7 @@ _CONNECT_HINTS = {
 def diagnose_failure(run: SysbenchRun) -> SysbenchError | None:
     """Return the SysbenchError that explains why `run` has no usable report, or None.
 
-    Kinds: `invalid-option`, `thread-init-timeout`, `connect`, `sql-error`,
+    Kinds: `invalid-option`, `thread-init-timeout`, `connect`, `sql-error`, `rate-queue-full`,
     `unreadable-report` (values in the report that are not numbers), `fatal-after-report`
     (a FATAL once the report had begun), `fatal` (another FATAL), `no-summary` (output ends
     early: killed, crashed, truncated, or cut inside the report).
@@ -87,6 +90,15 @@ def diagnose_failure(run: SysbenchRun) -> SysbenchError | None:
             f"{version} printed its report and then failed: "
             + " / ".join(_dedupe(run.fatal_after_report))
             + "; the process did not end cleanly, so its numbers are not used: re-run the step",
+        )
+    if any(line.startswith(QUEUE_FULL) for line in fatal):
+        last = run.last_interval_t
+        when = f"after the [ {last:.0f}s ] report" if last is not None else "before any report"
+        return SysbenchError(
+            "rate-queue-full",
+            f"{version} stopped {when}: its event queue was full (--rate {run.target_rate or '?'}"
+            "/s arrives faster than the threads serve it); lower the rate, add threads, or "
+            "shorten reportIntervalSeconds so that what it reached is seen before the queue fills",
         )
     if fatal:
         return SysbenchError(

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tidb_bench_operator.domain.api.results import RateOutcome
+from tidb_bench_operator.domain.api.results import Latency, RateOutcome, StepResult
+from tidb_bench_operator.domain.sysbench.model import SysbenchRun
 
 
 def client_rates(total: int, clients: int) -> list[int]:
@@ -78,3 +79,53 @@ def sweep_layout(
     if rates:
         return [(w, threads[0], r) for w in workloads for r in rates]
     return [(w, t, None) for w in workloads for t in threads]
+
+
+#: A note on a step taken from result_before_queue_full (its seconds to fill in).
+QUEUE_FULL_NOTE = (
+    "the numbers are its interval reports' over {:g}s: rates time-weighted, latency min/avg/max "
+    "those of the reports' percentiles, the percentile the worst report's"
+)
+
+
+def result_before_queue_full(run: SysbenchRun, workload: str, threads: int) -> StepResult | None:
+    """A rate step's numbers from the interval reports sysbench printed before its event
+    queue filled and it stopped without a summary; None when it printed none.
+
+    Rates are time-weighted means over the reports. Without the summary there is no
+    latency histogram for the step: min, avg and max are those of the reports' percentile
+    latencies and the percentile is the worst report's (the step's notes say so).
+    """
+    kept = [i for i in run.intervals if i.qps is not None]
+    if not kept:
+        return None
+    spans = [i.t - prev for prev, i in zip([0.0, *(i.t for i in kept)], kept, strict=False)]
+    seconds = sum(spans)
+    if seconds <= 0:
+        return None
+
+    def mean(values: Sequence[float | None]) -> float:
+        return round(sum((v or 0.0) * s for v, s in zip(values, spans, strict=True)) / seconds, 2)
+
+    lat = [i.latency_ms for i in kept if i.latency_ms is not None]
+    return StepResult(
+        workload=workload,
+        threads=threads,
+        tps=mean([i.tps for i in kept]),
+        qps=mean([i.qps for i in kept]),
+        read_qps=mean([i.read_qps for i in kept]),
+        write_qps=mean([i.write_qps for i in kept]),
+        other_qps=mean([i.other_qps for i in kept]),
+        latency_ms=Latency(
+            min=min(lat, default=0.0),
+            avg=round(sum(lat) / len(lat), 2) if lat else 0.0,
+            max=max(lat, default=0.0),
+            percentile=kept[0].percentile,
+            value=max(lat) if lat else None,
+        ),
+        errors_per_sec=mean([i.errors_per_sec for i in kept]),
+        reconnects_per_sec=mean([i.reconnects_per_sec for i in kept]),
+        events=round(sum(i.tps * s for i, s in zip(kept, spans, strict=True))),
+        duration_seconds=round(seconds, 2),
+        sysbench_version=run.version or "unknown",
+    )

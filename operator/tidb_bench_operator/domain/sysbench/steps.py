@@ -14,14 +14,12 @@ from tidb_bench_operator.errors import ParseError
 _PRINT_HALF_UNIT = 0.005
 
 
-def check_report_consistency(summary: RunSummary, *, open_loop: bool = False) -> None:
+def check_report_consistency(summary: RunSummary) -> None:
     """Refuse a report whose numbers cannot all be true together (cut or edited output).
 
     sysbench computes avg = sum / events, prints min <= avg <= max and total = read +
     write + other; each printed latency is rounded to 0.01 ms, which the tolerances allow
-    for. Under --rate (`open_loop`) sysbench 1.0.20's sum and avg come from different
-    counts of events (measured on the bed: avg 1518.28 ms, sum 56838467.49 ms over 37436
-    events, which is 1518.31), so the sum is not checked there.
+    for.
     """
     lo, avg, hi = summary.latency_min_ms, summary.latency_avg_ms, summary.latency_max_ms
     slack = 2 * _PRINT_HALF_UNIT
@@ -37,7 +35,7 @@ def check_report_consistency(summary: RunSummary, *, open_loop: bool = False) ->
         )
     events = summary.total_events
     total = summary.latency_sum_ms
-    if events is not None and avg is not None and total is not None and not open_loop:
+    if events is not None and avg is not None and total is not None:
         allowed = _PRINT_HALF_UNIT * (events + 2) + 1e-9 * total
         if abs(total - avg * events) > allowed:
             raise ParseError(
@@ -86,7 +84,7 @@ def to_step_result(
             "sysbench output has no 'SQL statistics:' block: not a database workload "
             "(e.g. the cpu test); tidb-bench parses OLTP runs"
         )
-    check_report_consistency(summary, open_loop=run.target_rate is not None)
+    check_report_consistency(summary)
     name = workload or run.workload
     if name is None:
         raise ParseError("the workload is unknown: pass it (the output does not name it)")

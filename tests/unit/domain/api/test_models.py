@@ -344,3 +344,23 @@ def test_every_example_validates_against_the_models(name: str, document: dict[st
     else:
         assert document["kind"] == "BenchmarkSchedule", name
         parse_schedule_spec(document["spec"])
+
+
+def test_a_rate_sweep_needs_one_thread_count() -> None:
+    err = spec_error(minimal_spec(rates=[100, 200], threads=[4, 8]))
+    assert err.field == "threads" and "one thread count" in str(err)
+    spec = parse_run_spec(minimal_spec(rates=[100, 200], threads=[4]))
+    assert spec.rates == [100, 200] and spec.rate_tolerance_percent == 5.0
+
+
+def test_a_rate_in_extra_args_beside_rates_is_refused_at_its_index() -> None:
+    err = spec_error(
+        minimal_spec(rates=[100], threads=[4], extraArgs=["--range-size=5", "--rate=9"])
+    )
+    assert err.field == "extraArgs[1]" and "spec.rates" in str(err)
+
+
+def test_a_rate_below_one_per_client_and_a_repeated_rate_are_refused() -> None:
+    err = spec_error(minimal_spec(rates=[100, 3], threads=[4], clients=4))
+    assert err.field == "rates[1]" and "4 clients" in str(err)
+    assert spec_error(minimal_spec(rates=[100, 100], threads=[4])).field == "rates[1]"

@@ -123,3 +123,25 @@ def test_the_summary_is_camel_case_on_the_wire() -> None:
     for key in ("peakQps", "peakThreads", "recommendedThreads", "saturationThreads", "headline"):
         assert key in wire
     assert wire["workloads"][0]["saturationBasis"] == "knee"
+
+
+def test_a_rate_step_short_of_its_target_never_meets_the_slo_even_when_fast() -> None:
+    from tidb_bench_operator.domain.sysbench.rate import rate_outcome
+
+    steps = [step("oltp_point_select", 4, q, p) for q, p in [(1000, 1.0), (2000, 1.5), (3100, 4.0)]]
+    rates = [rate_outcome(1000, 1000, 5), rate_outcome(2000, 1990, 5), rate_outcome(8000, 3100, 5)]
+    verdict = compute_summary(steps, 50.0, rates)
+    w = verdict.workloads[0]
+    # The short step is the fastest and under the SLO, yet 2,000/s is the recommended rate.
+    assert w.peak_qps == 3100
+    assert w.recommended_rate == 2000 and w.recommended_qps == 2000
+    assert w.highest_reached_rate == 2000
+    assert "reached up to 2,000/s, 8,000/s not (3,100/s)" in (w.headline or "")
+    assert "recommended 2,000/s under p95 < 50 ms" in (w.headline or "")
+
+
+def test_a_thread_sweep_has_no_rate_fields() -> None:
+    steps = [step("oltp_point_select", t, q, p) for t, q, p in [(1, 100, 1.0), (2, 190, 1.1)]]
+    w = compute_summary(steps, 5.0).workloads[0]
+    assert w.recommended_rate is None and w.highest_reached_rate is None
+    assert w.recommended_threads == 2

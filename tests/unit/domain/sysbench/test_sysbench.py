@@ -49,6 +49,12 @@ EXPECTED_OUTCOME = {
     "sysbench-1.0.20_oltp_point_select_percentile0_recorded.txt": "ok",
     "sysbench-1.0.20_oltp_point_select_percentile100_recorded.txt": "ok",
     "sysbench-1.0.20_oltp_point_select_rate100_percentile0_recorded.txt": "ok",
+    "sysbench-1.0.20_oltp_point_select_rate200_reached_histogram_recorded.txt": "ok",
+    "sysbench-1.0.20_oltp_point_select_rate40000_short_histogram_recorded.txt": "ok",
+    "sysbench-1.0.20_oltp_point_select_rate40000_queue-full_recorded.txt": "rate-queue-full",
+    "sysbench-1.0.20_oltp_point_select_rate1000000_queue-full-before-report_recorded.txt": (
+        "rate-queue-full"
+    ),
     "sysbench-1.0.20_oltp_point_select_threads1_tidb.txt": "ok",
     "sysbench-1.0.20_oltp_point_select_threads4_recorded.txt": "ok",
     "sysbench-1.0.20_oltp_point_select_threads64_tidb.txt": "ok",

@@ -1,0 +1,78 @@
+"""Rate steps end to end: sysbench --rate against the MariaDB stand-in, one rate unreachable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from testbed.runs import RunBed, why_not
+
+pytestmark = pytest.mark.e2e
+
+#: About three times what two threads serve on the bed (13,000 point selects a second): the
+#: queue grows by some 25,000 events a second, and sysbench may stop on a full queue near the
+#: end of the 4 s, in which case the step's numbers come from its interval reports.
+UNREACHABLE = 40_000
+
+
+def test_a_rate_sweep_marks_the_rate_it_cannot_reach_and_meets_the_lower_ones(
+    bed: RunBed, controller: Any
+) -> None:
+    name = "rates"
+    bed.start(
+        name,
+        threads=[2],
+        rates=[1000, 2000, UNREACHABLE],
+        durationSeconds=4,
+        warmupSeconds=1,
+        # So loose that the unreachable step's latency (seconds of queueing) is under it: it
+        # must still not be recommended, because it did not measure latency at its rate.
+        slo={"latencyMs": 600_000},
+    )
+    run = bed.wait(name, timeout=240)
+    st = run["status"]
+    assert st["phase"] == "Succeeded", why_not(st)
+    steps = st["steps"]
+    assert [s["targetRate"] for s in steps] == [1000, 2000, UNREACHABLE]
+    assert all(s["threads"] == 2 and s["valid"] is True for s in steps), why_not(st)
+    for s in steps[:2]:
+        rate = s["rate"]
+        # Reached: within the 5% tolerance below; above it only by the arrivals' randomness
+        # (sysbench draws exponential gaps: sqrt(4,000) is 1.6% of 4,000 events).
+        assert rate["reached"] is True, s["notes"]
+        assert rate["shortfallPercent"] <= 5.0
+        assert 0.95 * s["targetRate"] <= rate["achieved"] <= 1.15 * s["targetRate"], rate
+        assert rate["achieved"] == s["tps"]
+        assert not any(n.startswith("RATE NOT REACHED") for n in s["notes"])
+        assert any("open loop at" in n for n in s["notes"])
+        assert any("measuring started with none queued" in n for n in s["notes"])
+    short = steps[2]
+    rate = short["rate"]
+    assert rate["reached"] is False and rate["shortfallPercent"] > 50, rate
+    assert rate["queueMax"] > 1000 and rate["queueAtEnd"] > 0, rate
+    assert any(n.startswith("RATE NOT REACHED: target 40,000/s") for n in short["notes"])
+    # Queueing is in its latency: far above the reached steps'.
+    assert short["latencyMs"]["value"] > 10 * steps[1]["latencyMs"]["value"]
+
+    summary = st["summary"]
+    assert summary["peakQps"] == short["qps"]  # the most it did, at the unreachable rate
+    assert summary["highestReachedRate"] == 2000
+    assert summary["recommendedRate"] == 2000
+    assert summary["recommendedQps"] == steps[1]["qps"]
+    assert "40,000/s not" in summary["headline"]
+    recorded = [e.message for e in bed.events(name) if e.reason == "StepSucceeded"]
+    assert any("target 40,000/s NOT REACHED" in m for m in recorded), recorded
+    assert any("target 1,000/s reached" in m for m in recorded), recorded
+
+
+def test_a_rate_sweep_over_several_thread_counts_is_refused_naming_the_field(
+    bed: RunBed, controller: Any
+) -> None:
+    bed.start("rates-bad", threads=[2, 4], rates=[100])
+    run = bed.wait("rates-bad")
+    st = run["status"]
+    assert st["phase"] == "Failed"
+    failed = next(c for c in st["conditions"] if c["type"] == "Failed")
+    assert "spec.threads" in failed["message"] and "one thread count" in failed["message"]
+    assert bed.jobs("rates-bad") == []
