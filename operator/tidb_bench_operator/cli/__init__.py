@@ -163,21 +163,29 @@ def cmd_parse(args: argparse.Namespace) -> int:
 def render_steps_table(results: Sequence[dict[str, Any]]) -> str:
     """A plain table of step results: workload, threads, QPS, TPS, pXX, errors/s."""
     header = ["WORKLOAD", "THREADS", "CLIENTS", "QPS", "TPS", "LATENCY(ms)", "ERR/S"]
+    rated = any(r.get("rate") for r in results)  # a rate sweep: the target and whether reached
+    if rated:
+        header[2:2] = ["TARGET/S", "REACHED"]
     rows = [header]
     for r in results:
         lat = r["latencyMs"]
         value = "-" if lat.get("value") is None else f"p{lat['percentile']} {lat['value']:.2f}"
-        rows.append(
-            [
-                r["workload"],
-                str(r["threads"]),
-                str(r.get("clients", 1)),
-                f"{r['qps']:,.2f}",
-                f"{r['tps']:,.2f}",
-                value,
-                f"{r['errorsPerSec']:.2f}",
-            ]
-        )
+        rate = r.get("rate") or {}
+        row = [
+            r["workload"],
+            str(r["threads"]),
+            str(r.get("clients", 1)),
+            f"{r['qps']:,.2f}",
+            f"{r['tps']:,.2f}",
+            value,
+            f"{r['errorsPerSec']:.2f}",
+        ]
+        if rated:
+            reached = (
+                "yes" if rate.get("reached") else f"NO (-{rate.get('shortfallPercent', 0):g}%)"
+            )
+            row[2:2] = [f"{rate.get('target', 0):,}", reached if rate else "-"]
+        rows.append(row)
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     return "\n".join(
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
@@ -24,6 +25,8 @@ from tidb_bench_operator.domain.preflight import (
 )
 from tidb_bench_operator.domain.stats.analysis import compute_status_summary
 from tidb_bench_operator.domain.stats.trials import with_trial
+from tidb_bench_operator.domain.sysbench.rate import client_rates, rate_outcome, sweep_layout
+from tidb_bench_operator.domain.sysbench.rate import describe as describe_rate
 from tidb_bench_operator.errors import ParseError, SpecError, TidbBenchError
 from tidb_bench_operator.reconcile.run import gate
 from tidb_bench_operator.runner import (
@@ -202,17 +205,21 @@ def run_local_sweep(
         warm_up=spec.dataset.warm_up,
         out=out,
     )
-    layout = [(w, t) for w in spec.workloads for t in spec.threads]
+    layout = sweep_layout(spec.workloads, spec.threads, spec.rates)
     measured: list[StepStatus] = [
-        StepStatus(index=i, workload=w, threads=t) for i, (w, t) in enumerate(layout)
+        StepStatus(index=i, workload=w, threads=t, target_rate=r)
+        for i, (w, t, r) in enumerate(layout)
     ]
     notes: list[list[str]] = [[] for _ in layout]
     # Several trials run in whole-sweep rounds, as the controller runs them (reconcile/steps.py).
     for round_ in range(spec.repeats):
-        for i, (workload, threads) in enumerate(layout):
+        for i, (workload, threads, rate) in enumerate(layout):
             # Several local clients start together, as the pods of a step do.
             start_at = datetime.now(UTC) + timedelta(seconds=1) if spec.clients > 1 else None
-            reports = _run_clients(plan(workload, threads, start_at), creds, spec.clients, out)
+            shares: list[int | None] = [None] * spec.clients
+            if rate:
+                shares = list(client_rates(rate, spec.clients))
+            reports = _run_clients(plan(workload, threads, start_at), creds, shares, out)
             combined = combine_clients(reports)
             trial = Trial(round=round_, result=combined.result, valid=not combined.late)
             measured[i] = (
@@ -222,6 +229,13 @@ def run_local_sweep(
             )
             prefix = f"trial {round_ + 1}: " if spec.repeats > 1 else ""
             notes[i] += [prefix + n for n in combined.notes]
+            if rate:
+                outcome = rate_outcome(
+                    rate, measured[i].tps or 0.0, spec.rate_tolerance_percent,
+                    [r.queue_max for r in reports], [r.queue_last for r in reports],
+                )  # fmt: skip
+                measured[i].rate = outcome
+                notes[i].append(prefix + describe_rate(outcome))
     steps: list[dict[str, Any]] = []
     results: list[StepResult] = []
     for status, step_notes in zip(measured, notes, strict=True):
@@ -229,6 +243,9 @@ def run_local_sweep(
         assert step_result is not None, "every step was measured"
         results.append(step_result)
         doc = {**step_result.to_json_dict(), "notes": step_notes}
+        if status.rate is not None:
+            doc["targetRate"] = status.target_rate
+            doc["rate"] = status.rate.model_dump(by_alias=True, mode="json", exclude_none=True)
         if status.qps_trials is not None:
             doc["trials"] = [t.qps for t in status.trials]
             doc["qpsTrials"] = status.qps_trials.model_dump(by_alias=True, mode="json")
@@ -236,8 +253,9 @@ def run_local_sweep(
     if spec.dataset.cleanup:
         cleanup_dataset(plan(spec.workloads[0]), creds, out)
     summary = compute_status_summary(
-        results, spec.workloads, spec.slo.latency_ms if spec.slo else None
-    )
+        results, spec.workloads, spec.slo.latency_ms if spec.slo else None,
+        [m.rate for m in measured] if spec.rates else [],
+    )  # fmt: skip
     result: dict[str, Any] = {
         "steps": steps,
         "summary": summary.model_dump(by_alias=True, exclude_none=True, mode="json")
@@ -250,17 +268,19 @@ def run_local_sweep(
 
 
 def _run_clients(
-    plan: StepPlan, creds: Credentials, clients: int, out: TextIO | None
+    plan: StepPlan, creds: Credentials, rates: list[int | None], out: TextIO | None
 ) -> list[StepReport]:
-    """One client runs inline; several run in threads that start together."""
+    """One client runs inline; several run in threads that start together. `rates` has each
+    client's share of a rate step's target (None in a thread sweep), one per client."""
+    clients = len(rates)
     if clients == 1:
-        return [run_step(plan, creds, out)]
+        return [run_step(replace(plan, rate=rates[0]), creds, out)]
     docs: list[StepReport | None] = [None] * clients
     errors: list[BaseException] = []
 
     def one(i: int) -> None:
         try:
-            docs[i] = run_step(plan, creds, out if i == 0 else None)
+            docs[i] = run_step(replace(plan, rate=rates[i]), creds, out if i == 0 else None)
         except BaseException as exc:  # re-raised below, in the caller's thread
             errors.append(exc)
 

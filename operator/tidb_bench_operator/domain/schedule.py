@@ -419,7 +419,8 @@ def compute_history_steps(status: BenchmarkRunStatus) -> list[HistoryStep]:
     """The numbers of a run's steps worth comparing later: finished, valid, with a QPS.
 
     Invalid steps and invalid trials never enter: a baseline holds only numbers that
-    were measured fairly.
+    were measured fairly. Nor do rate steps (spec.rates): their QPS is the rate asked for
+    while it is reached, not what the cluster can do, so comparing it would hide a regression.
     """
     return [
         HistoryStep(
@@ -430,7 +431,10 @@ def compute_history_steps(status: BenchmarkRunStatus) -> list[HistoryStep]:
             trials=valid_trial_qps(s),
         )
         for s in status.steps
-        if s.qps is not None and s.phase == "Succeeded" and s.valid is not False
+        if s.qps is not None
+        and s.phase == "Succeeded"
+        and s.valid is not False
+        and s.target_rate is None
     ]
 
 

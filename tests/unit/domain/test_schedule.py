@@ -396,3 +396,17 @@ def test_a_name_that_fits_is_not_changed() -> None:
     assert compute_run_name("nightly", utc(2026, 6, 2, 2), "bench") == compute_run_name(
         "nightly", utc(2026, 6, 2, 2)
     )
+
+
+def test_rate_steps_stay_out_of_the_history_a_regression_is_judged_on() -> None:
+    from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus
+    from tidb_bench_operator.domain.schedule import compute_history_steps
+
+    def done(**extra: Any) -> dict[str, Any]:
+        return {"workload": "oltp_point_select", "threads": 4, "phase": "Succeeded",
+                "valid": True, "qps": 1000.0, **extra}  # fmt: skip
+
+    status = BenchmarkRunStatus.model_validate(
+        {"steps": [done(index=0), done(index=1, threads=8), done(index=2, targetRate=1000)]}
+    )
+    assert [(s.threads, s.qps) for s in compute_history_steps(status)] == [(4, 1000.0), (8, 1000.0)]

@@ -16,7 +16,9 @@ from tidb_bench_operator.domain.report.model import (
     RunReport,
     by_workload,
     is_failed,
+    is_rate_sweep,
     latency,
+    on_rate_axis,
 )
 from tidb_bench_operator.domain.report.panel import (
     FAILED_COLOUR,
@@ -211,15 +213,18 @@ def render_svg(report: RunReport) -> str:
         body.append(svg.text(WIDTH / 2, y + 40, "no finished steps", text_anchor="middle"))
         y += 80
     for workload, steps in groups.items():
+        placed, points = on_rate_axis(steps, report.points.get(workload))
         data = PanelInput(
             workload=workload,
-            steps=steps,
-            points=report.points.get(workload),
+            steps=placed,
+            points=points,
             slo=report.slo,
             other_name=report.compare.name if report.compare is not None else None,
             other=[s for s in other.steps if s.workload == workload] if other is not None else [],
             refs=[r for r in report.ref_rows if r.row.workload == workload],
         )
+        if is_rate_sweep(steps):
+            data.x_label = "target rate, events/s (sysbench --rate; log scale)"
         body += draw_panel(data, y)
         y += panel_height(data)
     if report.series:

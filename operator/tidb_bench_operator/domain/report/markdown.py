@@ -12,6 +12,7 @@ from tidb_bench_operator.domain.report.model import (
     RunReport,
     SweepPoints,
     by_workload,
+    is_rate_sweep,
     latency,
     percentile,
 )
@@ -29,19 +30,13 @@ def _summary_lines(
 ) -> list[str]:
     if points is None or points.peak_qps is None or points.peak_threads is None:
         return ["- No valid finished step: no peak, recommendation or saturation point."]
+    if is_rate_sweep(steps):
+        return _rate_summary_lines(points, label, steps, has_spec)
     peak = f"- Peak: {rate(points.peak_qps)} QPS at {points.peak_threads} threads"
     if points.peak_latency_ms is not None:
         peak += f" ({label} {ms(points.peak_latency_ms)} ms)"
-    if not points.slo_known and has_spec:
-        recommended = "- Recommended under SLO: none (the run sets no spec.slo.latencyMs)."
-    elif not points.slo_known:
-        recommended = "- Recommended under SLO: not known (the run's status has no summary)."
-    elif points.recommended_threads is None:
-        recommended = "- Recommended under SLO: none (no step meets the SLO)."
-    else:
-        recommended = f"- Recommended under SLO: {points.recommended_threads} threads"
-        if points.recommended_qps is not None:
-            recommended += f" ({rate(points.recommended_qps)} QPS)"
+    at = points.recommended_threads
+    recommended = _recommended(points, has_spec, None if at is None else f"{at} threads", "step")
     if points.saturation_threads is None:
         top = max(step.threads for step in steps)
         saturation = f"- Saturation: not reached up to {top} threads."
@@ -53,6 +48,45 @@ def _summary_lines(
     return [peak + ".", recommended, saturation]
 
 
+def _recommended(points: SweepPoints, has_spec: bool, at: str | None, what: str) -> str:
+    """The "Recommended under SLO" line: `at` is the recommended step (None: no `what` met)."""
+    if not points.slo_known and has_spec:
+        return "- Recommended under SLO: none (the run sets no spec.slo.latencyMs)."
+    if not points.slo_known:
+        return "- Recommended under SLO: not known (the run's status has no summary)."
+    if at is None:
+        return f"- Recommended under SLO: none (no {what} meets the SLO)."
+    line = f"- Recommended under SLO: {at}"
+    if points.recommended_qps is not None:
+        line += f" ({rate(points.recommended_qps)} QPS)"
+    return line
+
+
+def _rate_summary_lines(
+    points: SweepPoints, label: str, steps: Sequence[StepStatus], has_spec: bool
+) -> list[str]:
+    """A rate sweep's lines: the peak's target, the recommended rate, the rates reached."""
+    peak_step = next((s for s in steps if s.qps == points.peak_qps), None)
+    peak = f"- Peak: {rate(points.peak_qps)} QPS"
+    if peak_step is not None and peak_step.target_rate is not None:
+        peak += f" at a {peak_step.target_rate:,}/s target"
+    if points.peak_latency_ms is not None:
+        peak += f" ({label} {ms(points.peak_latency_ms)} ms)"
+    at = points.recommended_rate
+    recommended = _recommended(
+        points, has_spec, None if at is None else f"{at:,}/s", "reached rate"
+    )
+    done = [s for s in steps if s.rate is not None]
+    reached = [s.rate.target for s in done if s.rate is not None and s.rate.reached]
+    short = [s.rate for s in done if s.rate is not None and not s.rate.reached]
+    line = f"- Rates reached: up to {max(reached):,}/s" if reached else "- Rates reached: none"
+    if short:
+        line += "; not reached: " + ", ".join(
+            f"{r.target:,}/s ({rate(r.achieved)}/s)" for r in short
+        )
+    return [peak + ".", recommended, line + "."]
+
+
 # --------------------------------------------------------------------------- markdown
 
 
@@ -62,7 +96,12 @@ def _step_notes(step: StepStatus, points: SweepPoints | None) -> str:
         notes.append("**invalid**")
     if step.qps is None:
         notes.append(step.phase)
-    if points is not None:
+    if points is not None and step.target_rate is not None:  # a rate sweep's step
+        if step.qps is not None and step.qps == points.peak_qps:
+            notes.append("peak")
+        if step.target_rate == points.recommended_rate and points.slo_known:
+            notes.append("recommended")
+    elif points is not None:
         if step.threads == points.peak_threads:
             notes.append("peak")
         if step.threads == points.recommended_threads and points.slo_known:
@@ -89,17 +128,28 @@ def _workload_table(
             "--: |",
         )
     )
+    rated = is_rate_sweep(steps)
+    first, first_rule = ("threads", "------:")
+    if rated:
+        first, first_rule = ("target/s | reached | threads", "-------: | :--: | ------:")
     lines = [
-        f"| threads | {head} TPS | {label} (ms) | errors/s | notes |",
-        f"| ------: | {rule} --: | ---: | ---: | :--- |",
+        f"| {first} | {head} TPS | {label} (ms) | errors/s | notes |",
+        f"| {first_rule} | {rule} --: | ---: | ---: | :--- |",
     ]
     for step in steps:
         errors = "—" if step.errors_per_sec is None else f"{step.errors_per_sec:,.2f}"
         qps = rate(step.qps)
         if trials:
             qps += " | " + " | ".join(trial_cells(step))
+        where = str(step.threads)
+        if rated:
+            r = step.rate
+            reached = (
+                "—" if r is None else "yes" if r.reached else f"**no** (−{r.shortfall_percent:g}%)"
+            )
+            where = f"{step.target_rate or 0:,} | {reached} | {step.threads}"
         lines.append(
-            f"| {step.threads} | {qps} | {rate(step.tps)} | "
+            f"| {where} | {qps} | {rate(step.tps)} | "
             f"{ms(latency(step))} | {errors} | {_step_notes(step, points)} |"
         )
     return lines

@@ -10,7 +10,7 @@ references; Markdown (markdown.py), the chart (chart.py, panel.py), and the HTML
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from tidb_bench_operator.domain.api.results import StepResult
@@ -41,11 +41,15 @@ def _as_status(value: StatusLike) -> BenchmarkRunStatus:
 
 
 def by_workload(steps: Sequence[StepStatus]) -> dict[str, list[StepStatus]]:
-    """Steps grouped by workload (first-seen order), each group sorted by threads."""
+    """Steps grouped by workload (first-seen order), each group sorted by threads (a rate
+    sweep's, at one thread count, by target rate)."""
     groups: dict[str, list[StepStatus]] = {}
     for step in steps:
         groups.setdefault(step.workload, []).append(step)
-    return {name: sorted(group, key=lambda s: s.threads) for name, group in groups.items()}
+    return {
+        name: sorted(group, key=lambda s: (s.threads, s.target_rate or 0))
+        for name, group in groups.items()
+    }
 
 
 def percentile(steps: Sequence[StepStatus]) -> int:
@@ -80,6 +84,8 @@ class SweepPoints:
     recommended_qps: float | None
     saturation_threads: int | None
     slo_known: bool
+    #: A rate sweep's recommended target rate (spec.rates), from status.summary.
+    recommended_rate: int | None = None
 
 
 def _sweep_points(status: BenchmarkRunStatus, slo: float | None) -> dict[str, SweepPoints]:
@@ -100,6 +106,7 @@ def _sweep_points(status: BenchmarkRunStatus, slo: float | None) -> dict[str, Sw
                 recommended_qps=item.recommended_qps,
                 saturation_threads=_knee_only(item.saturation_threads, status, item.workload),
                 slo_known=True,
+                recommended_rate=item.recommended_rate,
             )
     results: list[StepResult] = []
     for step in status.steps:
@@ -119,6 +126,31 @@ def _sweep_points(status: BenchmarkRunStatus, slo: float | None) -> dict[str, Sw
             slo_known=slo is not None,
         )
     return points
+
+
+def is_rate_sweep(steps: Sequence[StepStatus]) -> bool:
+    """Whether the steps are a rate sweep's (spec.rates): one thread count, a target each."""
+    return any(s.target_rate is not None for s in steps)
+
+
+def on_rate_axis(
+    steps: Sequence[StepStatus], points: SweepPoints | None
+) -> tuple[list[StepStatus], SweepPoints | None]:
+    """A rate sweep's steps and points for a chart drawn against threads: each step placed
+    at its target rate, the peak and recommendation at theirs, no knee (there is one thread
+    count). A thread sweep comes back as it is."""
+    if not is_rate_sweep(steps):
+        return list(steps), points
+    moved = [s.model_copy(update={"threads": s.target_rate or s.threads}) for s in steps]
+    if points is None:
+        return moved, None
+    peak = next((s.target_rate for s in steps if s.qps == points.peak_qps), None)
+    return moved, replace(
+        points,
+        peak_threads=peak,
+        recommended_threads=points.recommended_rate,
+        saturation_threads=None,
+    )
 
 
 def _knee_only(threads: int | None, status: BenchmarkRunStatus, workload: str) -> int | None:

@@ -55,6 +55,8 @@ class PanelInput:
     other_name: str | None = None
     other: list[StepStatus] = field(default_factory=list)
     refs: list[RefRow] = field(default_factory=list)
+    #: The x axis: threads, or a rate sweep's target rates (model.on_rate_axis).
+    x_label: str = "threads (log scale: each doubling is the same distance)"
 
 
 def _draws_tps(data: PanelInput) -> bool:
@@ -252,7 +254,7 @@ def draw_panel(data: PanelInput, top: float) -> list[str]:
         svg.text(
             (PLOT_LEFT + PLOT_RIGHT) / 2,
             bottom + 48,
-            "threads (log scale: each doubling is the same distance)",
+            data.x_label,
             text_anchor="middle",
         )
     )

@@ -99,10 +99,14 @@ def _summarise_workload(
     knee = _find_knee(ordered)
     saturation = knee if knee is not None else peak
 
-    parts = [f"{workload}: peak {peak.qps:,.0f} QPS at {peak.threads} threads"]
+    peak_rate = rate_of.get(id(peak))
+    where = f"a {peak_rate.target:,}/s target" if peak_rate else f"{peak.threads} threads"
+    parts = [f"{workload}: peak {peak.qps:,.0f} QPS at {where}"]
     if peak.latency_ms.value is not None:
         parts[0] += f" ({label} {_ms(peak.latency_ms.value)} ms)"
-    if knee is not None:
+    if peak_rate is not None:
+        pass  # one thread count: a knee over threads says nothing; the rates below do
+    elif knee is not None:
         parts.append(f"saturates at {knee.threads}")
     else:
         parts.append(f"no knee up to {ordered[-1].threads} threads")

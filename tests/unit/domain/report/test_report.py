@@ -622,3 +622,57 @@ def test_a_saturation_point_at_the_last_step_is_the_peak_fallback_not_a_knee() -
     knee = {**per, "saturationThreads": 128}
     md = render_markdown(run_report("r", status(READ_WRITE, summary={"perWorkload": [knee]})))
     assert "- Saturation: 128 threads" in md
+
+
+# A rate sweep at 2 threads on the bed: 1,000/s and 4,000/s reached, 40,000/s not.
+def _rate(target: int, achieved: float, reached: bool) -> dict[str, Any]:
+    short = round(max(0.0, (target - achieved) / target * 100), 2)
+    return {"target": target, "achieved": achieved, "shortfallPercent": short,
+            "tolerancePercent": 5.0, "reached": reached}  # fmt: skip
+
+
+RATES = [
+    step(0, "oltp_point_select", 2, 1001.0, 1.9, targetRate=1000, rate=_rate(1000, 1001.0, True)),
+    step(1, "oltp_point_select", 2, 3979.0, 2.8, targetRate=4000, rate=_rate(4000, 3979.0, True)),
+    step(2, "oltp_point_select", 2, 14822.0, 2279.1, targetRate=40000,
+         rate=_rate(40000, 14822.0, False)),
+]  # fmt: skip
+RATE_SUMMARY = {
+    "perWorkload": [
+        {
+            "workload": "oltp_point_select",
+            "peakQps": 14822.0,
+            "peakThreads": 2,
+            "peakLatencyMs": 2279.1,
+            "recommendedThreads": 2,
+            "recommendedQps": 3979.0,
+            "recommendedRate": 4000,
+            "highestReachedRate": 4000,
+        }
+    ]
+}
+
+
+def test_a_rate_sweep_table_has_the_target_and_whether_it_was_reached() -> None:
+    md = render_markdown(run_report("r", status(RATES, summary=RATE_SUMMARY)))
+    rows = table_rows(md, "| target/s | reached | threads |")
+    assert [r[:4] for r in rows] == [
+        ["1,000", "yes", "2", "1,001"],
+        ["4,000", "yes", "2", "3,979"],
+        ["40,000", "**no** (−62.94%)", "2", "14,822"],
+    ]
+    assert "recommended" in rows[1][-1] and "peak" in rows[2][-1]
+    assert "recommended" not in rows[2][-1] and "peak" not in rows[0][-1]
+    assert "- Peak: 14,822 QPS at a 40,000/s target (p95 2,279.10 ms)." in md
+    assert "- Recommended under SLO: 4,000/s (3,979 QPS)" in md
+    assert "- Rates reached: up to 4,000/s; not reached: 40,000/s (14,822/s)." in md
+
+
+def test_a_rate_sweep_is_drawn_against_its_target_rates() -> None:
+    root = ET.fromstring(render_svg(run_report("r", status(RATES, summary=RATE_SUMMARY))))
+    words = texts(root)
+    assert "target rate, events/s (sysbench --rate; log scale)" in words
+    assert {"1000", "4000", "40000"} <= set(words)
+    (qps,) = paths(root, "qps")
+    xs = [x for x, _ in points(qps)[0]]
+    assert xs[0] < xs[1] < xs[2]  # three places, not one column at 2 threads
