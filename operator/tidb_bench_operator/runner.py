@@ -52,6 +52,7 @@ from tidb_bench_operator.domain.sysbench.config_file import (
     uncarried,
 )
 from tidb_bench_operator.domain.sysbench.diagnose import QUEUE_FULL
+from tidb_bench_operator.domain.sysbench.preset import events_note
 from tidb_bench_operator.domain.sysbench.rate import QUEUE_FULL_NOTE, result_before_queue_full
 from tidb_bench_operator.domain.sysbench.warmup import (
     analyze_statements,
@@ -92,6 +93,8 @@ class StepPlan:
     tls_dir: str | None = None
     #: This client's share of a rate step's target (sysbench --rate, events/s); None: closed loop.
     rate: int | None = None
+    #: The step ends after this many events (--events), durationSeconds its cap; None: time.
+    events: int | None = None
 
     def dsn(self, creds: Credentials) -> mysql.DSN:
         """The runner's own SQL connection (dataset checks): with TLS when the plan has it."""
@@ -345,6 +348,7 @@ def run_step(
         report_interval=plan.report_interval,
         percentile=plan.percentile,
         histogram=True,
+        events=plan.events,
         **common,
     )
     if out is not None:
@@ -367,6 +371,8 @@ def run_step(
             f"client CPU {used:.2f} of {cpus:g} cores: the client may be the bottleneck; "
             "give the runner more CPU or add clients"
         )
+    if plan.events:
+        notes.append(events_note(plan.events, step.events, step.duration_seconds, plan.duration))
     notes.extend(parsed.notes)
     return StepReport(
         result=step,
@@ -524,6 +530,7 @@ def add_runner_arguments(sub: Any) -> None:
             p.add_argument("--start-at", type=datetime.fromisoformat)
             p.add_argument("--max-start-skew", type=float, default=3.0)
             p.add_argument("--rate", type=int, help="sysbench --rate: this client's target")
+            p.add_argument("--events", type=int, help="sysbench --events: the step's bound")
         if action == "prepare":
             p.add_argument(
                 "--policy", choices=["IfMissing", "Always", "Never"], default="IfMissing"
@@ -554,6 +561,7 @@ def plan_from_args(args: Any) -> StepPlan:
         max_start_skew=getattr(args, "max_start_skew", 3.0),
         tls_dir=getattr(args, "tls_dir", None),
         rate=getattr(args, "rate", None),
+        events=getattr(args, "events", None),
     )
 
 

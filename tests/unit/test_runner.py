@@ -505,3 +505,33 @@ def test_a_rate_steps_share_reaches_the_runner_and_sysbench_as_rate() -> None:
     )
     assert not any(a.startswith("--rate") for a in closed)
     assert plan_from_args(build_parser().parse_args(["runner", *closed])).rate is None
+
+
+def _step_args(raw: dict[str, object], workload: str, threads: int) -> list[str]:
+    spec = parse_run_spec(
+        {"target": {"host": "10.0.0.7"}, "credentials": {"secretRef": {"name": "c"}}, **raw}
+    )
+    return build_step_runner_args(
+        spec, compute_endpoint(spec, "bench"), workload=workload, threads=threads, start_at=None
+    )
+
+
+def test_write_steps_end_after_their_events_and_read_steps_after_their_time() -> None:
+    raw: dict[str, object] = {"threads": [4, 8], "writeEvents": [1000, 3000]}
+    write = _step_args(raw, "oltp_write_only", 8)
+    assert "--events=3000" in write
+    plan = plan_from_args(build_parser().parse_args(["runner", *write]))
+    assert plan.events == 3000 and plan.duration == 60  # the time cap stays
+    assert not any(a.startswith("--events") for a in _step_args(raw, "oltp_read_only", 8))
+
+
+def test_the_pingcap_preset_fills_events_pause_and_rand_type_the_run_left_unset() -> None:
+    raw: dict[str, object] = {"threads": [100, 200, 400], "preset": "PingCAP"}
+    assert {"--events=8000000", "--rand-type=uniform"} <= set(
+        _step_args(raw, "oltp_read_write", 200)
+    )
+    read = _step_args(raw, "oltp_point_select", 400)
+    assert "--rand-type=uniform" in read and not any(a.startswith("--events") for a in read)
+    # What the run sets wins over the preset.
+    own = _step_args({**raw, "randType": "pareto", "writeEvents": [1, 2, 3]}, "oltp_insert", 400)
+    assert {"--events=3", "--rand-type=pareto"} <= set(own)

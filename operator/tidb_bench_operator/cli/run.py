@@ -13,6 +13,7 @@ from tidb_bench_operator.adapters import mysql
 from tidb_bench_operator.adapters.documents import load_yaml
 from tidb_bench_operator.adapters.pd import HTTPPDClient
 from tidb_bench_operator.config import Credentials
+from tidb_bench_operator.domain.api import load_shape
 from tidb_bench_operator.domain.api.resources import parse_run_spec
 from tidb_bench_operator.domain.api.results import StepResult
 from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
@@ -189,7 +190,8 @@ def run_local_sweep(
             warmup=spec.warmup_seconds,
             report_interval=spec.report_interval_seconds,
             percentile=spec.percentile,
-            rand_type=spec.rand_type,
+            rand_type=load_shape.rand_type(spec),
+            events=load_shape.events_for(spec, workload, threads),
             ignore_errors=spec.ignore_errors,
             auto_inc=spec.dataset.auto_inc,
             extra_args=list(spec.extra_args),

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from tidb_bench_operator.domain.api import load_shape
 from tidb_bench_operator.domain.api.common import API_VERSION
 from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 from tidb_bench_operator.domain.api.run_status import ResolvedEndpoint
@@ -424,8 +425,11 @@ def build_step_runner_args(
         args += [f"--start-at={start_at.isoformat()}", f"--max-start-skew={MAX_START_SKEW_SECONDS}"]
     if rate is not None:
         args.append(f"--rate={rate}")
-    if spec.rand_type:
-        args.append(f"--rand-type={spec.rand_type}")
+    events = load_shape.events_for(spec, workload, threads)
+    if events is not None:
+        args.append(f"--events={events}")
+    if load_shape.rand_type(spec):
+        args.append(f"--rand-type={load_shape.rand_type(spec)}")
     if spec.ignore_errors:
         args.append(f"--ignore-errors={spec.ignore_errors}")
     args.append(f"--auto-inc={'on' if spec.dataset.auto_inc else 'off'}")

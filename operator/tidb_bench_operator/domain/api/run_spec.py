@@ -7,7 +7,7 @@ is found in one place.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     Field,
@@ -24,6 +24,7 @@ from tidb_bench_operator.domain.api.common import (
     SpecModel,
 )
 from tidb_bench_operator.domain.api.guard import Guard
+from tidb_bench_operator.domain.api.load_shape import check_load_shape, no_duplicates
 from tidb_bench_operator.domain.api.verdicts import (
     NOISY_CV_PERCENT,
 )
@@ -345,6 +346,29 @@ class BenchmarkRunSpec(SpecModel):
         "list one value. Each step records the rate reached and sysbench's queue; a step short "
         "of its target by more than rateTolerancePercent is marked and never meets the SLO.",
     )
+    preset: Literal["PingCAP"] | None = Field(
+        default=None,
+        description="A published procedure's settings for what the run leaves unset. `PingCAP`: "
+        "their TiDB v8.5.0 sysbench report's: pauseSeconds 60, randType uniform, and write "
+        "workloads bounded by events (writeEvents 6,000,000 / 8,000,000 / 10,000,000 at 100 / "
+        "200 / 400 threads); read workloads run durationSeconds (600 in the report).",
+    )
+    pause_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=3600,
+        description="Idle seconds before every step but the first (the `sleep 60` between "
+        "levels of PingCAP's procedure), so the previous level's flushes and compactions "
+        "settle. Unset: 0, or 60 under preset PingCAP.",
+    )
+    write_events: list[Annotated[int, Field(ge=1, le=10_000_000_000)]] | None = Field(
+        default=None,
+        max_length=32,
+        description="Write workloads (oltp_write_only, oltp_read_write, oltp_insert, oltp_delete, "
+        "oltp_update_*, bulk_insert) end after writeEvents[i] events at threads[i] (one per "
+        "thread count, in the same order) rather than after durationSeconds, which stays their "
+        "cap (sysbench --events with --time). Read workloads keep durationSeconds.",
+    )
     rate_tolerance_percent: float = Field(
         default=5.0,
         ge=0,
@@ -479,9 +503,9 @@ class BenchmarkRunSpec(SpecModel):
                 f"same Secret key as userKey ({self.credentials.user_key!r})",
                 "the user and the password must come from different keys",
             )
-        _no_duplicates(f"{prefix}workloads", self.workloads)
-        _no_duplicates(f"{prefix}threads", self.threads)
-        self._validate_rates(prefix)
+        no_duplicates(f"{prefix}workloads", self.workloads)
+        no_duplicates(f"{prefix}threads", self.threads)
+        check_load_shape(self, prefix)
         if "bulk_insert" in self.workloads and len(self.workloads) > 1:
             raise SpecError(
                 f"{prefix}workloads",
@@ -507,44 +531,6 @@ class BenchmarkRunSpec(SpecModel):
         validate_extra_args(self.extra_args, field=f"{prefix}extraArgs")
         for i, toleration in enumerate(self.placement.tolerations):
             _check_toleration(f"{prefix}placement.tolerations[{i}]", toleration)
-
-    def _validate_rates(self, prefix: str) -> None:
-        """A rate sweep holds the concurrency fixed and owns --rate."""
-        if not self.rates:
-            return
-        _no_duplicates(f"{prefix}rates", self.rates)
-        if len(self.threads) != 1:
-            raise SpecError(
-                f"{prefix}threads",
-                f"a rate sweep runs at one thread count, but threads lists {len(self.threads)}",
-                "list one value (enough threads to serve the highest rate), or run one "
-                "BenchmarkRun per thread count",
-            )
-        for i, arg in enumerate(self.extra_args):
-            if arg.split("=", 1)[0] in ("--rate", "--tx-rate"):
-                raise SpecError(
-                    f"{prefix}extraArgs[{i}]",
-                    "--rate is set per step from spec.rates",
-                    "remove it from extraArgs",
-                )
-        for i, rate in enumerate(self.rates):
-            if rate < self.clients:
-                raise SpecError(
-                    f"{prefix}rates[{i}]",
-                    f"{rate}/s cannot be split over {self.clients} clients (each needs >= 1/s)",
-                    "raise the rate or lower clients",
-                )
-
-
-def _no_duplicates(field: str, values: list[Any]) -> None:
-    """Raise SpecError naming the first repeated item of a list."""
-    seen: set[Any] = set()
-    for i, value in enumerate(values):
-        if value in seen:
-            raise SpecError(
-                f"{field}[{i}]", f"{value!r} is listed twice", "each value runs once; remove it"
-            )
-        seen.add(value)
 
 
 def _check_toleration(field: str, toleration: Toleration) -> None:

@@ -185,6 +185,7 @@ def build_sysbench_argv(
     auto_inc: bool | None = None,
     histogram: bool = False,
     extra_args: Sequence[str] = (),
+    events: int | None = None,
 ) -> list[str]:
     """Build the sysbench argv (starting with "sysbench") for one prepare/run/cleanup.
 
@@ -234,6 +235,8 @@ def build_sysbench_argv(
         argv.append(f"--threads={threads}")
     if command == "run":
         argv.extend(_run_options(time_seconds, report_interval, percentile, rand_type, histogram))
+        if events is not None:  # whichever of --events and --time comes first ends the run
+            argv.append(f"--events={events}")
     if ignore_errors is not None and command != "cleanup":
         argv.append(f"--mysql-ignore-errors={_ignore_errors_value(ignore_errors)}")
     argv.extend(validate_extra_args(extra_args))

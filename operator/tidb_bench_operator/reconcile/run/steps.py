@@ -20,6 +20,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from tidb_bench_operator.domain.api import load_shape
 from tidb_bench_operator.domain.api.common import StepPhase
 from tidb_bench_operator.domain.api.guard import Disturbance
 from tidb_bench_operator.domain.api.results import RateOutcome, StepResult
@@ -103,7 +104,7 @@ def run_steps(ctx: RunContext) -> bool:
 def start(ctx: RunContext, step: StepStatus) -> None:
     """Create the step's client Jobs (idempotent: their names are fixed per attempt)."""
     spec, run, st = ctx.spec, ctx.run, ctx.st
-    if not guard.gate_passes(ctx, step):
+    if _pausing(ctx, step) or not guard.gate_passes(ctx, step):
         return
     round_ = st.current_round or 0
     names = [
@@ -155,6 +156,24 @@ def start(ctx: RunContext, step: StepStatus) -> None:
     ctx.condition("Progressing", "True", "StepRunning", msg)
     ctx.event("Normal", "StepStarted", msg)
     ctx.wait(1.0)
+
+
+def _pausing(ctx: RunContext, step: StepStatus) -> bool:
+    """Whether the pause before a step (spec.pauseSeconds) still runs: wait it out."""
+    pause = load_shape.pause_seconds(ctx.spec)
+    last = max((s.finished_at for s in ctx.st.steps if s.finished_at is not None), default=None)
+    if not pause or last is None:
+        return False
+    until = last + timedelta(seconds=pause)
+    if ctx.now >= until:
+        return False
+    ctx.condition(
+        "Progressing", "True", "Pausing",
+        f"step {step.index + 1}/{len(ctx.st.steps)} starts at {until.isoformat()}: a {pause}s "
+        "pause after the last step (pauseSeconds)",
+    )  # fmt: skip
+    ctx.wait(min((until - ctx.now).total_seconds(), 30.0))
+    return True
 
 
 def _current(jobs: list[JSON], names: list[str]) -> list[JSON]:

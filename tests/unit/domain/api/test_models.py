@@ -364,3 +364,34 @@ def test_a_rate_below_one_per_client_and_a_repeated_rate_are_refused() -> None:
     err = spec_error(minimal_spec(rates=[100, 3], threads=[4], clients=4))
     assert err.field == "rates[1]" and "4 clients" in str(err)
     assert spec_error(minimal_spec(rates=[100, 100], threads=[4])).field == "rates[1]"
+
+
+def test_write_events_pair_with_threads_and_not_with_rates() -> None:
+    err = spec_error(minimal_spec(threads=[4, 8], writeEvents=[100]))
+    assert err.field == "writeEvents" and "1 value(s) for 2 thread count(s)" in str(err)
+    err = spec_error(minimal_spec(threads=[4], rates=[100], writeEvents=[100]))
+    assert err.field == "rates" and "cannot be bounded by events" in str(err)
+
+
+def test_the_pingcap_preset_names_a_thread_count_it_has_no_events_for() -> None:
+    err = spec_error(
+        minimal_spec(preset="PingCAP", workloads=["oltp_write_only"], threads=[100, 64])
+    )
+    assert err.field == "threads[1]" and "100, 200 and 400 threads" in str(err)
+    # Reads need no events; explicit writeEvents replace the preset's.
+    parse_run_spec(minimal_spec(preset="PingCAP", workloads=["oltp_point_select"], threads=[64]))
+    parse_run_spec(
+        minimal_spec(preset="PingCAP", workloads=["oltp_insert"], threads=[64], writeEvents=[9])
+    )
+
+
+def test_the_pause_defaults_to_none_and_the_preset_to_sixty_seconds() -> None:
+    from tidb_bench_operator.domain.api import load_shape
+
+    assert load_shape.pause_seconds(parse_run_spec(minimal_spec())) == 0
+    preset = parse_run_spec(minimal_spec(preset="PingCAP", workloads=["oltp_point_select"]))
+    assert load_shape.pause_seconds(preset) == 60
+    own = parse_run_spec(
+        minimal_spec(preset="PingCAP", pauseSeconds=5, workloads=["oltp_read_only"])
+    )
+    assert load_shape.pause_seconds(own) == 5

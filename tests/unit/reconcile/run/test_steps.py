@@ -450,3 +450,53 @@ def test_a_killed_pod_whose_message_is_its_log_tail_is_retried_not_misread() -> 
     bed.reconcile()
     assert bed.status["phase"] == "Running" and bed.step(0)["attempt"] == 1
     assert "was OOM-killed" in bed.step(0)["notes"][0]
+
+
+def _args(bed: Bed, job: str) -> list[str]:
+    return list(bed.kube.job(NS, job)["spec"]["template"]["spec"]["containers"][0]["args"])
+
+
+def test_a_rate_step_gives_each_client_its_share_and_records_the_rate_reached() -> None:
+    bed = Bed(run_spec(threads=[8], rates=[1001, 40000], clients=2))
+    bed.to_running()
+    assert "--rate=501" in _args(bed, "sweep-s0-c0") and "--rate=500" in _args(bed, "sweep-s0-c1")
+    queued = {"queueMax": 12, "queueLast": 0}
+    bed.kube.finish_job(NS, "sweep-s0-c0", {**result_doc(8, 500.0, 2.0), **queued})
+    bed.kube.finish_job(NS, "sweep-s0-c1", {**result_doc(8, 499.0, 2.0), **queued})
+    bed.clock.advance(40)
+    bed.reconcile()
+    first = bed.step(0)
+    assert first["targetRate"] == 1001
+    assert first["rate"] == {
+        "target": 1001, "achieved": 999.0, "shortfallPercent": 0.2, "tolerancePercent": 5.0,
+        "reached": True, "queueMax": 12, "queueAtEnd": 0,
+    }  # fmt: skip
+    bed.kube.finish_job(NS, "sweep-s1-c0", {**result_doc(8, 7000.0, 900.0), "queueMax": 9000,
+                                            "queueLast": 9000})  # fmt: skip
+    bed.kube.finish_job(NS, "sweep-s1-c1", result_doc(8, 6000.0, 950.0))
+    bed.clock.advance(40)
+    bed.reconcile()
+    second = bed.step(1)
+    assert second["rate"]["reached"] is False and second["rate"]["queueAtEnd"] == 9000
+    assert any(n.startswith("RATE NOT REACHED: target 40,000/s") for n in second["notes"])
+    assert any("NOT REACHED (13,000/s)" in e["message"] for e in bed.kube.events)
+
+
+def test_the_pause_holds_the_next_step_until_it_has_passed() -> None:
+    bed = Bed(run_spec(threads=[8, 16], pauseSeconds=60))
+    bed.to_running()
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(8, 9000.0, 2.0))
+    bed.clock.advance(40)
+    bed.reconcile()
+    assert bed.step(0)["phase"] == "Succeeded" and bed.step(1)["phase"] == "Pending"
+    assert bed.condition("Progressing")["reason"] == "Pausing"
+    assert (
+        "a 60s pause after the last step (pauseSeconds)" in bed.condition("Progressing")["message"]
+    )
+    assert "sweep-s1-c0" not in bed.kube.job_names(NS)
+    bed.clock.advance(59)
+    bed.reconcile()
+    assert "sweep-s1-c0" not in bed.kube.job_names(NS)
+    bed.clock.advance(2)
+    bed.reconcile()
+    assert bed.step(1)["phase"] == "Running" and "sweep-s1-c0" in bed.kube.job_names(NS)

@@ -1,7 +1,9 @@
-"""Rate steps end to end: sysbench --rate against the MariaDB stand-in, one rate unreachable."""
+"""Load shapes end to end against the MariaDB stand-in: rate steps (sysbench --rate, one rate
+unreachable), and write steps bounded by events with a pause between steps."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -76,3 +78,29 @@ def test_a_rate_sweep_over_several_thread_counts_is_refused_naming_the_field(
     failed = next(c for c in st["conditions"] if c["type"] == "Failed")
     assert "spec.threads" in failed["message"] and "one thread count" in failed["message"]
     assert bed.jobs("rates-bad") == []
+
+
+def test_write_steps_end_after_their_events_and_steps_wait_out_the_pause(
+    bed: RunBed, controller: Any
+) -> None:
+    name = "events"
+    bed.start(
+        name,
+        workloads=["oltp_update_non_index"],
+        threads=[1, 2],
+        writeEvents=[3000, 6000],
+        durationSeconds=60,  # the cap: the events end each step well before it
+        pauseSeconds=4,
+    )
+    run = bed.wait(name, timeout=240)
+    st = run["status"]
+    assert st["phase"] == "Succeeded", why_not(st)
+    first, second = st["steps"]
+    assert (first["events"], second["events"]) == (3000, 6000), why_not(st)
+    for step, events in ((first, 3000), (second, 6000)):
+        assert step["durationSeconds"] < 60
+        assert any(n.startswith(f"bounded by events: ended after {events:,} events") for n in
+                   step["notes"]), step["notes"]  # fmt: skip
+    finished = datetime.fromisoformat(first["finishedAt"].replace("Z", "+00:00"))
+    started = datetime.fromisoformat(second["startedAt"].replace("Z", "+00:00"))
+    assert (started - finished).total_seconds() >= 4, (finished, started)
