@@ -40,10 +40,10 @@ from tidb_bench_operator.runner import (
     StepPlan,
     exec_sysbench,
     failure_report,
-    plan_from_args,
     shown_argv,
     wait_for_start,
 )
+from tidb_bench_operator.runner_entry import plan_from_args
 
 
 def termination_message(doc: dict[str, Any] | RunnerFailure) -> str:

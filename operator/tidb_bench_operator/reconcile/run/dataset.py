@@ -42,6 +42,10 @@ def prepare(ctx: RunContext) -> None:
         f"({report.reason or 'missing'}) in {_seconds(report.seconds)}s",
         "verified": "dataset present (prepare: Never)",
     }.get(report.action, report.action)
+    if not spec.builtin_workloads():
+        text = "no built-in test: no sbtest tables"
+    if report.scripts:
+        text += f"; ran the prepare of custom workload(s) {', '.join(report.scripts)}"
     ctx.condition("DatasetReady", "True", report.action.capitalize(), text)
     ctx.event("Normal", "DatasetReady", text)
     practice(ctx, report)
@@ -90,12 +94,12 @@ def dataset_job(ctx: RunContext, action: str, what: str) -> DatasetReport | None
     is then failed, saying `what` failed and why).
     """
     spec, run = ctx.spec, ctx.run
-    args = build_dataset_runner_args(spec, ctx.endpoint, action=action, workload=spec.workloads[0])
+    args = build_dataset_runner_args(spec, ctx.endpoint, action=action, namespace=run.namespace)
     job = build_runner_job(
         run, spec, ctx.endpoint, name=object_name(run.name, action), role=action,
         runner_args=args, active_deadline_seconds=DATASET_DEADLINE_SECONDS,
         queue=queue_key(spec, run.namespace),
-        image=ctx.deps.image,
+        image=ctx.deps.image, workloads=spec.workloads,
     )  # fmt: skip
     created = ctx.kube.create_job(job)
     selector = run_selector(run, role=action)
