@@ -59,6 +59,8 @@ from tidb_bench_operator.domain.untrusted import HIDDEN_USER, hide_credentials
 from tidb_bench_operator.errors import ParseError, SysbenchError, TidbBenchError
 
 TERMINATION_LOG = "/dev/termination-log"
+#: The most threads a prepare loads with (1.0.20's prepare is parallel: one table a thread).
+PREPARE_THREADS = 8
 # Above this share of the CPU the client had, the client itself may be the bottleneck
 # (docs/field-story.md: a client path capped QPS at 10k while the cluster could do 49k).
 CLIENT_SATURATION_SHARE = 0.9
@@ -440,7 +442,7 @@ def prepare_dataset(
         command="prepare",
         table_size=plan.table_size,
         auto_inc=plan.auto_inc,
-        threads=min(plan.tables, 8),
+        threads=min(plan.tables, PREPARE_THREADS),
         **common,
     )
     ex = exec_sysbench(argv, creds, out, tls_dir=plan.tls_dir)

@@ -37,6 +37,7 @@ from tidb_bench_operator.domain.sysbench.custom import (
 )
 from tidb_bench_operator.errors import DatabaseError, SysbenchError, TidbBenchError
 from tidb_bench_operator.runner import (
+    PREPARE_THREADS,
     STOP,
     TERMINATION_LOG,
     StepPlan,
@@ -77,8 +78,13 @@ def custom_dataset(
         always = command == "prepare" and policy == "Always"
         steps: list[Command] = ["cleanup", "prepare"] if always else [command]
         for step in steps:
+            # A parallel prepare (sysbench-tpcc's) loads with as many threads as the
+            # built-in tests' prepare at most; a plain one runs once whatever the threads.
             argv = build_sysbench_argv(
-                command=step, extra_args=script.args, **connection_args(own, creds)
+                command=step,
+                extra_args=script.args,
+                threads=PREPARE_THREADS,
+                **connection_args(own, creds),
             )
             ex = exec_plan(own, argv, creds, out)
             if ex.exit_code != 0 and not_implemented(ex.output, step):

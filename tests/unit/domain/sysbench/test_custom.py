@@ -3,6 +3,7 @@ the failure messages that name the ConfigMap and key."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,7 +11,11 @@ import pytest
 from tidb_bench_operator.cli.run import run_local_sweep
 from tidb_bench_operator.config import Settings
 from tidb_bench_operator.domain.api.resources import parse_run_spec
-from tidb_bench_operator.domain.sysbench import build_sysbench_argv
+from tidb_bench_operator.domain.sysbench import (
+    build_sysbench_argv,
+    parse_sysbench_output,
+    to_step_result,
+)
 from tidb_bench_operator.domain.sysbench.custom import (
     CustomScript,
     custom_failure,
@@ -20,6 +25,7 @@ from tidb_bench_operator.domain.sysbench.custom import (
 )
 from tidb_bench_operator.errors import ParseError, SpecError, SysbenchError
 
+DATA = Path(__file__).resolve().parents[3] / "data" / "sysbench"
 TPCC: dict[str, Any] = {
     "name": "tpcc",
     "configMapRef": {"name": "tpcc"},
@@ -173,3 +179,14 @@ def test_the_setting_is_read_strictly_and_tidb_bench_run_refuses_custom_workload
     text = "workloads: [tpcc]\ncustomWorkloads:\n- {name: tpcc, configMapRef: {name: t}, script: tpcc.lua}\n"
     with pytest.raises(SpecError, match="customWorkloads: `tidb-bench run` runs only sysbench's"):
         run_local_sweep(text, host="127.0.0.1", port=1, user="u", password="p", out=None)
+
+
+def test_sysbench_tpccs_intervals_without_the_colon_after_err_s_are_read() -> None:
+    """tpcc.lua's report hook calls sysbench.report_default, which prints `err/s 4.00`."""
+    text = (DATA / "sysbench-1.0.20_tpcc-lua_scale1_run_recorded.txt").read_text()
+    run = parse_sysbench_output(text, workload="tpcc", threads=2)
+    assert len(run.intervals) == 5
+    assert [i.errors_per_sec for i in run.intervals] == [0.0, 0.0, 0.0, 4.0, 0.0]
+    step = to_step_result(run, "tpcc", 2)
+    assert (step.tps, step.qps, step.events) == (100.18, 2902.36, 506)
+    assert step.latency_ms.value == 66.84
