@@ -63,9 +63,11 @@ def practice(ctx: RunContext, report: DatasetReport) -> None:
     """Say what the prepare Job did after loading or reusing: ANALYZE and the cache warm-up.
 
     Each is a condition and an Event: `DatasetAnalyzed` and `CacheWarmed`, True with the
-    table count and time, or False with reason `Disabled` when spec.dataset switched it off.
+    table count and time, or False with reason `Disabled` when spec.dataset switched it off
+    (`NoSbtestTables` when the run has only custom workloads: they are the sbtest tables').
     """
     spec = ctx.spec
+    builtin = bool(spec.builtin_workloads())
     for type_, enabled, done, seconds, what in (
         ("DatasetAnalyzed", spec.dataset.analyze, report.analyzed, report.analyze_seconds,
          "ANALYZE TABLE"),
@@ -74,6 +76,10 @@ def practice(ctx: RunContext, report: DatasetReport) -> None:
     ):  # fmt: skip
         if not enabled:
             ctx.condition(type_, "False", "Disabled", f"{what} switched off in spec.dataset")
+            continue
+        if not builtin:
+            why = f"no {what}: the run has only custom workloads, no sbtest tables"
+            ctx.condition(type_, "False", "NoSbtestTables", why)
             continue
         if done is None:  # a runner image that predates the switch did not do it
             ctx.condition(type_, "Unknown", "NotReported", f"the runner did not report {what}")
