@@ -16,6 +16,7 @@ is the benchmark pod's and `tidb-bench run`'s (the runner Job maps the Secret to
                                           false (default), true (any) or ns1,ns2
     TIDB_BENCH_ALLOW_IMAGE_OVERRIDE       true: spec.image may name another image (false)
     TIDB_BENCH_OPERATOR_TARGETS_ONLY      true: no spec.target.host/pdURL (false)
+    TIDB_BENCH_ALLOW_CUSTOM_WORKLOADS     true: spec.customWorkloads may run Lua scripts (false)
     TIDB_BENCH_USER, TIDB_BENCH_PASSWORD  the database credentials of the runner
 """
 
@@ -29,6 +30,7 @@ from tidb_bench_operator.domain.manifests import DEFAULT_IMAGE, PASSWORD_ENV, US
 from tidb_bench_operator.domain.results_store import CONFIGMAP_LIMIT, DEFAULT_BUDGET
 from tidb_bench_operator.domain.trust.reach import (
     ALLOW_CROSS_NAMESPACE,
+    ALLOW_CUSTOM_WORKLOADS,
     ALLOW_IMAGE_OVERRIDE,
     OPERATOR_TARGETS_ONLY,
     Reach,
@@ -83,13 +85,14 @@ class Settings:
 
 
 def reach_from_env(env: Mapping[str, str]) -> Reach:
-    """The three trust settings (docs/trust.md); a value that is not one raises ValueError."""
+    """The four trust settings (docs/trust.md); a value that is not one raises ValueError."""
     any_namespace, namespaces = parse_namespaces(env.get(ALLOW_CROSS_NAMESPACE))
     return Reach(
         any_namespace=any_namespace,
         cluster_namespaces=namespaces,
         image_override=parse_flag(ALLOW_IMAGE_OVERRIDE, env.get(ALLOW_IMAGE_OVERRIDE)),
         operator_targets_only=parse_flag(OPERATOR_TARGETS_ONLY, env.get(OPERATOR_TARGETS_ONLY)),
+        custom_workloads=parse_flag(ALLOW_CUSTOM_WORKLOADS, env.get(ALLOW_CUSTOM_WORKLOADS)),
     )
 
 

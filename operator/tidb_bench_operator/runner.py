@@ -29,15 +29,13 @@ from typing import Any, TextIO
 
 from tidb_bench_operator.adapters import mysql
 from tidb_bench_operator.adapters.tls import context_from_dir, sysbench_tls_files
-from tidb_bench_operator.config import Credentials, credentials_from_env
+from tidb_bench_operator.config import Credentials
 from tidb_bench_operator.domain.api.runner_message import (
     ClientCpu,
     DatasetReport,
     RunnerFailure,
     StepReport,
     failure,
-    series_line,
-    termination_text,
 )
 from tidb_bench_operator.domain.manifests import USER_ENV
 from tidb_bench_operator.domain.sysbench import (
@@ -51,6 +49,7 @@ from tidb_bench_operator.domain.sysbench.config_file import (
     config_line,
     uncarried,
 )
+from tidb_bench_operator.domain.sysbench.custom import CustomScript, custom_failure
 from tidb_bench_operator.domain.sysbench.diagnose import QUEUE_FULL
 from tidb_bench_operator.domain.sysbench.preset import events_note
 from tidb_bench_operator.domain.sysbench.rate import QUEUE_FULL_NOTE, result_before_queue_full
@@ -60,9 +59,11 @@ from tidb_bench_operator.domain.sysbench.warmup import (
     warmup_statements,
 )
 from tidb_bench_operator.domain.untrusted import HIDDEN_USER, hide_credentials
-from tidb_bench_operator.errors import DatabaseError, SysbenchError, TidbBenchError
+from tidb_bench_operator.errors import ParseError, SysbenchError, TidbBenchError
 
 TERMINATION_LOG = "/dev/termination-log"
+#: The most threads a prepare loads with (1.0.20's prepare is parallel: one table a thread).
+PREPARE_THREADS = 8
 # Above this share of the CPU the client had, the client itself may be the bottleneck
 # (docs/field-story.md: a client path capped QPS at 10k while the cluster could do 49k).
 CLIENT_SATURATION_SHARE = 0.9
@@ -95,6 +96,8 @@ class StepPlan:
     rate: int | None = None
     #: The step ends after this many events (--events), durationSeconds its cap; None: time.
     events: int | None = None
+    #: A custom workload's script (its ConfigMap mounted); None: the built-in `workload`.
+    custom: CustomScript | None = None
 
     def dsn(self, creds: Credentials) -> mysql.DSN:
         """The runner's own SQL connection (dataset checks): with TLS when the plan has it."""
@@ -205,11 +208,13 @@ def exec_sysbench(
     out: TextIO | None,
     prefix: str = "",
     tls_dir: str | None = None,
+    lua_path: str | None = None,
 ) -> Execution:
     """Run sysbench with the password in a private config file; stream lines to `out`.
 
     With `tls_dir`, sysbench connects with `--mysql-ssl=on`, run in the private directory
-    that holds the certificate files under the names it expects.
+    that holds the certificate files under the names it expects. With `lua_path` (a custom
+    workload's directory, custom.py), LUA_PATH is set so its `require`s find its files.
     """
     with tempfile.TemporaryDirectory(prefix="tidb-bench-") as tmp:
         cfg = _config_file(creds, tmp)
@@ -233,6 +238,7 @@ def exec_sysbench(
                 bufsize=1,
                 process_group=0,
                 cwd=tmp,
+                env=None if lua_path is None else {**os.environ, "LUA_PATH": lua_path},
             )
         except FileNotFoundError as exc:
             raise SysbenchError(
@@ -272,9 +278,10 @@ def available_cpus() -> float:
     return float(len(os.sched_getaffinity(0)))
 
 
-def _connection(plan: StepPlan, creds: Credentials) -> dict[str, Any]:
-    """The build_sysbench_argv arguments every command of a plan shares."""
-    return dict(
+def connection_args(plan: StepPlan, creds: Credentials) -> dict[str, Any]:
+    """The build_sysbench_argv arguments every command of a plan shares (a custom
+    workload's script instead of the built-in test, without the sbtest tables' options)."""
+    shared: dict[str, Any] = dict(
         workload=plan.workload,
         host=plan.host,
         port=plan.port,
@@ -282,6 +289,17 @@ def _connection(plan: StepPlan, creds: Credentials) -> dict[str, Any]:
         db=plan.db,
         tables=plan.tables,
     )
+    if plan.custom is not None:
+        shared.update(tables=None, script=plan.custom.path, script_options=plan.custom.options)
+    return shared
+
+
+def exec_plan(
+    plan: StepPlan, argv: Sequence[str], creds: Credentials, out: TextIO | None, prefix: str = ""
+) -> Execution:
+    """exec_sysbench with the plan's TLS and, for a custom workload, its Lua path."""
+    lua_path = None if plan.custom is None else plan.custom.lua_path()
+    return exec_sysbench(argv, creds, out, prefix=prefix, tls_dir=plan.tls_dir, lua_path=lua_path)
 
 
 def _succeeded(ex: Execution, message: str, workload: str | None = None) -> Execution:
@@ -314,14 +332,16 @@ def run_step(
     """Warm up, measure, parse; returns the step's report (raises SysbenchError on failure)."""
     late = wait_for_start(plan.start_at, now)
     started_at = now()
+    custom = plan.custom
     common: dict[str, Any] = dict(
-        _connection(plan, creds),
+        connection_args(plan, creds),
         threads=plan.threads,
-        table_size=plan.table_size,
+        table_size=plan.table_size if custom is None else None,
         rand_type=plan.rand_type,
         ignore_errors=plan.ignore_errors,
-        auto_inc=plan.auto_inc,
-        extra_args=plan.extra_args + ([f"--rate={plan.rate}"] if plan.rate else []),
+        auto_inc=plan.auto_inc if custom is None else None,
+        extra_args=(plan.extra_args if custom is None else custom.args)
+        + ([f"--rate={plan.rate}"] if plan.rate else []),
     )
     notes: list[str] = []
     if plan.rate:
@@ -333,11 +353,14 @@ def run_step(
         warm = build_sysbench_argv(command="run", time_seconds=plan.warmup, **common)
         if out is not None:
             out.write(f"tidb-bench: warm-up for {plan.warmup}s (results discarded)\n")
-        w = exec_sysbench(warm, creds, out, prefix="[warm-up] ", tls_dir=plan.tls_dir)
+        w = exec_plan(plan, warm, creds, out, prefix="[warm-up] ")
         warmed = parse_sysbench_output(w.output, workload=plan.workload)
         full = plan.rate and any(line.startswith(QUEUE_FULL) for line in warmed.fatal)
-        if not full:  # a warm-up whose queue filled still warmed: measuring says the rest
-            _succeeded(w, f"warm-up exited {w.exit_code}", workload=plan.workload)
+        try:
+            if not full:  # a warm-up whose queue filled still warmed: measuring says the rest
+                _succeeded(w, f"warm-up exited {w.exit_code}", workload=plan.workload)
+        except SysbenchError as exc:
+            raise exc if custom is None else custom_failure(custom, exc) from exc
         notes.append(f"warm-up: a separate {plan.warmup}s run before measuring, discarded")
         if plan.rate:  # its queue ends with its process: measuring starts with none queued
             queued = "filled its queue" if full else f"left {warmed.queue_last or 0} queued"
@@ -353,13 +376,16 @@ def run_step(
     )
     if out is not None:
         out.write("tidb-bench: " + shown_argv(argv) + "\n")
-    ex = exec_sysbench(argv, creds, out, tls_dir=plan.tls_dir)
+    ex = exec_plan(plan, argv, creds, out)
     parsed = parse_sysbench_output(ex.output, workload=plan.workload, threads=plan.threads)
     try:
         step = to_step_result(parsed, plan.workload, plan.threads)  # raises SysbenchError
-    except SysbenchError as exc:
+    except (SysbenchError, ParseError) as exc:
+        if custom is not None:
+            raise custom_failure(custom, exc, exit_code=ex.exit_code) from exc
+        kind = exc.kind if isinstance(exc, SysbenchError) else None
         before = result_before_queue_full(parsed, plan.workload, plan.threads)
-        if exc.kind != "rate-queue-full" or before is None:
+        if kind != "rate-queue-full" or before is None:
             raise
         step = before
         notes.append(f"{exc}; {QUEUE_FULL_NOTE.format(before.duration_seconds)}")
@@ -431,7 +457,7 @@ def prepare_dataset(
                 f"tidb-bench: {len(tables)} tables with {plan.table_size} rows exist: reused\n"
             )
         return DatasetReport(action="reused", tables=len(tables))
-    common: dict[str, Any] = dict(_connection(plan, creds), extra_args=plan.extra_args)
+    common: dict[str, Any] = dict(connection_args(plan, creds), extra_args=plan.extra_args)
     if any(c is not None for c in counts.values()):
         # Partial or stale tables (another size, an interrupted prepare): start over.
         ex = exec_sysbench(
@@ -442,7 +468,7 @@ def prepare_dataset(
         command="prepare",
         table_size=plan.table_size,
         auto_inc=plan.auto_inc,
-        threads=min(plan.tables, 8),
+        threads=min(plan.tables, PREPARE_THREADS),
         **common,
     )
     ex = exec_sysbench(argv, creds, out, tls_dir=plan.tls_dir)
@@ -494,106 +520,7 @@ def cleanup_dataset(
     plan: StepPlan, creds: Credentials, out: TextIO | None = sys.stdout
 ) -> DatasetReport:
     """Drop the dataset's tables (`sysbench cleanup`)."""
-    argv = build_sysbench_argv(command="cleanup", **_connection(plan, creds))
+    argv = build_sysbench_argv(command="cleanup", **connection_args(plan, creds))
     ex = exec_sysbench(argv, creds, out, tls_dir=plan.tls_dir)
     _succeeded(ex, f"sysbench cleanup exited {ex.exit_code}")
     return DatasetReport(action="cleaned", tables=plan.tables)
-
-
-# ---------------------------------------------------------------------------- entry point
-def add_runner_arguments(sub: Any) -> None:
-    """Register `tidb-bench runner step|prepare|cleanup` on an argparse subparsers object."""
-    import argparse
-
-    runner = sub.add_parser("runner", help="inside a benchmark pod: run one step")
-    actions = runner.add_subparsers(dest="action", required=True)
-    for action in ("step", "prepare", "cleanup"):
-        p = actions.add_parser(action)
-        p.add_argument("--workload", required=True)
-        p.add_argument("--host", required=True)
-        p.add_argument("--port", type=int, required=True)
-        p.add_argument("--db", default="sbtest")
-        p.add_argument("--tables", type=int, default=1)
-        p.add_argument("--table-size", type=int, default=10000)
-        p.add_argument("--auto-inc", choices=["on", "off"], default="on")
-        p.add_argument("--sysbench-arg", action="append", default=[], dest="extra_args")
-        p.add_argument("--termination-log", default=TERMINATION_LOG)
-        p.add_argument("--tls-dir", help="the mounted MySQL client certificate Secret")
-        if action == "step":
-            p.add_argument("--threads", type=int, required=True)
-            p.add_argument("--duration", type=int, required=True)
-            p.add_argument("--warmup", type=int, default=0)
-            p.add_argument("--report-interval", type=int, default=10)
-            p.add_argument("--percentile", type=int, default=95)
-            p.add_argument("--rand-type")
-            p.add_argument("--ignore-errors")
-            p.add_argument("--start-at", type=datetime.fromisoformat)
-            p.add_argument("--max-start-skew", type=float, default=3.0)
-            p.add_argument("--rate", type=int, help="sysbench --rate: this client's target")
-            p.add_argument("--events", type=int, help="sysbench --events: the step's bound")
-        if action == "prepare":
-            p.add_argument(
-                "--policy", choices=["IfMissing", "Always", "Never"], default="IfMissing"
-            )
-            p.add_argument("--analyze", choices=["on", "off"], default="off")
-            p.add_argument("--warm-up", choices=["on", "off"], default="off")
-    _ = argparse
-
-
-def plan_from_args(args: Any) -> StepPlan:
-    return StepPlan(
-        workload=args.workload,
-        threads=getattr(args, "threads", 1),
-        duration=getattr(args, "duration", 1),
-        host=args.host,
-        port=args.port,
-        db=args.db,
-        tables=args.tables,
-        table_size=args.table_size,
-        warmup=getattr(args, "warmup", 0),
-        report_interval=getattr(args, "report_interval", 10),
-        percentile=getattr(args, "percentile", 95),
-        rand_type=getattr(args, "rand_type", None),
-        ignore_errors=getattr(args, "ignore_errors", None),
-        auto_inc=args.auto_inc == "on",
-        extra_args=list(args.extra_args),
-        start_at=getattr(args, "start_at", None),
-        max_start_skew=getattr(args, "max_start_skew", 3.0),
-        tls_dir=getattr(args, "tls_dir", None),
-        rate=getattr(args, "rate", None),
-        events=getattr(args, "events", None),
-    )
-
-
-def main_runner(args: Any) -> int:
-    """`tidb-bench runner ...`: do the action, write the termination message, exit 0/1."""
-    STOP.install()
-    plan = plan_from_args(args)
-    creds = credentials_from_env()
-    report: StepReport | DatasetReport | RunnerFailure
-    try:
-        if args.action == "step":
-            report = run_step(plan, creds)
-            print(series_line(report.series))
-        elif args.action == "prepare":
-            report = analyze_and_warm(
-                plan,
-                creds,
-                prepare_dataset(plan, creds, args.policy),
-                analyze=args.analyze == "on",
-                warm_up=args.warm_up == "on",
-            )
-        else:
-            report = cleanup_dataset(plan, creds)
-        code = 0
-    except (TidbBenchError, DatabaseError) as exc:
-        report = failure_report(exc)
-        print(f"tidb-bench: FAILED: {exc}", file=sys.stderr)
-        code = 143 if STOP.requested.is_set() else 1
-    text = termination_text(report)
-    try:
-        Path(args.termination_log).write_text(text)
-    except OSError as exc:  # outside a pod (no /dev/termination-log): stdout has it all
-        print(f"tidb-bench: cannot write {args.termination_log}: {exc}", file=sys.stderr)
-    print("tidb-bench: result " + text)
-    return code

@@ -186,6 +186,22 @@ class Controller:
                 self.kill()
 
 
+def module_controller(
+    testbed: Testbed, prefix: str, settings: dict[str, str]
+) -> Iterator[Controller]:
+    """A controller of one module's own namespaces (`<prefix>-*`) with its own `settings`,
+    for a module-scoped fixture to `yield from`: started, then stopped."""
+    ctl = Controller(
+        testbed, testbed.kubeconfig, testbed.logs / f"controller-{prefix}.log",
+        {"TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS": "20", "TIDB_BENCH_LIVENESS": "",
+         "TIDB_BENCH_METRICS_PORT": "0", **settings},
+        namespaces=(f"{prefix}-*",),
+    )  # fmt: skip
+    ctl.start()
+    yield ctl
+    ctl.stop()
+
+
 @pytest.fixture(scope="session")
 def crds(api: client.ApiClient) -> None:
     install_project_crds(api)

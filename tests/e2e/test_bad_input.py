@@ -47,9 +47,8 @@ DOC = REPO_ROOT / "docs" / "bad-input.md"
 
 # (id, spec changes (None removes a field), what the API server's 422 message says)
 SCHEMA_CASES: list[tuple[str, dict[str, Any], str]] = [
-    ("unknown-workload", {"workloads": ["oltp_pointselect"]},
-     'spec.workloads: Unsupported value: "oltp_pointselect": supported values: '
-     '"oltp_point_select"'),
+    ("workload-not-a-name", {"workloads": ["oltp point select"]},
+     "spec.workloads in body should match '^[a-z][a-z0-9_-]{0,62}$'"),
     ("threads-empty", {"threads": []}, "spec.threads in body should have at least 1 items"),
     ("threads-zero", {"threads": [0]}, "spec.threads in body should be greater than or equal to 1"),
     ("threads-absurd", {"threads": [100000]},
@@ -84,6 +83,23 @@ SEMANTIC_CASES: list[tuple[str, dict[str, Any], str, str]] = [
      "(set cluster.name to a TidbCluster, or target.host to a TiDB address)"),
     ("target-without-host", {"target": {"port": 4000}}, "InvalidSpec",
      "spec.cluster: neither cluster nor target.host is set"),
+    ("unknown-workload", {"workloads": ["oltp_pointselect"]}, "InvalidSpec",
+     "spec.workloads[0]: unknown workload 'oltp_pointselect' (one of sysbench's tests "
+     "(oltp_point_select, oltp_read_only, "),
+    ("custom-arg-not-in-options",
+     {"workloads": ["tpcc"], "customWorkloads": [
+         {"name": "tpcc", "configMapRef": {"name": "tpcc"}, "script": "tpcc.lua",
+          "options": {"tables": "int"}, "args": ["--scale=10"]}]},
+     "InvalidSpec",
+     "spec.customWorkloads[0].args[0]: --scale is not in this workload's options (declare it "
+     "in options, or use one of: "),
+    ("custom-option-owned",
+     {"workloads": ["tpcc"], "customWorkloads": [
+         {"name": "tpcc", "configMapRef": {"name": "tpcc"}, "script": "tpcc.lua",
+          "options": {"mysql-host": "word"}}]},
+     "InvalidSpec",
+     "spec.customWorkloads[0].options.mysql-host: --mysql-host is set by the controller (use "
+     "spec.target.host instead, and remove it from options)"),
     ("duplicate-threads", {"threads": [2, 4, 2]}, "InvalidSpec",
      "spec.threads[2]: 2 is listed twice (each value runs once; remove it)"),
     ("extra-arg-mysql-host", {"extraArgs": ["--mysql-host=evil"]}, "InvalidSpec",

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from e2e.conftest import SESSION, Controller
+from e2e.conftest import SESSION, Controller, module_controller
 from testbed.cluster import Testbed
 from testbed.kube import (
     delete_namespace,
@@ -96,15 +96,7 @@ def test_a_cross_namespace_cluster_and_an_image_override_are_refused_by_default(
 @pytest.fixture(scope="module")
 def open_controller(testbed: Testbed, crds: None) -> Iterator[Controller]:
     """A controller with cross-namespace clusters and image overrides allowed."""
-    ctl = Controller(
-        testbed, testbed.kubeconfig, testbed.logs / f"controller-{PREFIX}.log",
-        {"TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS": "20", "TIDB_BENCH_LIVENESS": "",
-         "TIDB_BENCH_METRICS_PORT": "0", **SETTINGS},
-        namespaces=(f"{PREFIX}-run-*",),
-    )  # fmt: skip
-    ctl.start()
-    yield ctl
-    ctl.stop()
+    yield from module_controller(testbed, f"{PREFIX}-run", SETTINGS)
 
 
 @pytest.fixture

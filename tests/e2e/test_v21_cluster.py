@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from e2e.conftest import SESSION, Controller
+from e2e.conftest import SESSION, Controller, module_controller
 from e2e.test_v2_cluster import checks_of, v2_example_run
 from testbed.cluster import Testbed
 from testbed.fake_pd import FakePD
@@ -66,15 +66,7 @@ def v21_controller(
     testbed: Testbed, crds: None, v21_crds: None, routes: Path
 ) -> Iterator[Controller]:
     """A controller for this module's namespaces that resolves routed Service names."""
-    ctl = Controller(
-        testbed, testbed.kubeconfig, testbed.logs / f"controller-{PREFIX}.log",
-        {"TIDB_BENCH_SCHEDULING_TIMEOUT_SECONDS": "20", "TIDB_BENCH_LIVENESS": "",
-         "TIDB_BENCH_METRICS_PORT": "0", **shim_env(routes)},
-        namespaces=(f"{PREFIX}-*",),
-    )  # fmt: skip
-    ctl.start()
-    yield ctl
-    ctl.stop()
+    yield from module_controller(testbed, PREFIX, shim_env(routes))
 
 
 @pytest.fixture

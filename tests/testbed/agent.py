@@ -623,7 +623,13 @@ class Agent:
             "private",
             "sh",
             "-c",
-            mount_script(mounts, self.workdir / "run-overlay" / pod.metadata.uid / c.name),
+            # The agent's own directory (volume sources) stays visible, like the checkout,
+            # when the state directory is under a mount point such as the runner's /tmp.
+            mount_script(
+                mounts,
+                self.workdir / "run-overlay" / pod.metadata.uid / c.name,
+                keep=(NODE_ROOT, str(self.workdir)),
+            ),
             "sh",
             *argv,
         ]

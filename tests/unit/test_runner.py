@@ -41,10 +41,10 @@ from tidb_bench_operator.runner import (
     StepPlan,
     exec_sysbench,
     failure_report,
-    plan_from_args,
     shown_argv,
     wait_for_start,
 )
+from tidb_bench_operator.runner_entry import plan_from_args
 
 
 def termination_message(doc: dict[str, Any] | RunnerFailure) -> str:
@@ -535,3 +535,65 @@ def test_the_pingcap_preset_fills_events_pause_and_rand_type_the_run_left_unset(
     # What the run sets wins over the preset.
     own = _step_args({**raw, "randType": "pareto", "writeEvents": [1, 2, 3]}, "oltp_insert", 400)
     assert {"--events=3", "--rand-type=pareto"} <= set(own)
+
+
+CUSTOM_STUB = """#!{python}
+import json, os, sys
+script, command = sys.argv[2], sys.argv[-1]
+name = os.path.basename(script)
+if "nocleanup" in name and command == "cleanup":
+    print(f"'{{name}}' test does not implement the 'cleanup' command.")
+    sys.exit(1)
+if "broken" in name:
+    print(f"FATAL: {{script}}:3: attempt to call a nil value")
+    sys.exit(1)
+print("RAN " + json.dumps([command, os.environ.get("LUA_PATH"), sys.argv[3:-1]]))
+"""
+
+
+def test_custom_prepare_and_cleanup_run_the_scripts_own_commands_with_their_lua_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tidb_bench_operator.domain.sysbench import Command
+    from tidb_bench_operator.domain.sysbench.custom import CustomScript, script_path
+    from tidb_bench_operator.runner_entry import custom_dataset
+
+    stub = tmp_path / "sysbench"
+    stub.write_text(CUSTOM_STUB.format(python=sys.executable))
+    stub.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+
+    def script(name: str, key: str) -> CustomScript:
+        return CustomScript(name=name, path=script_path(name, key), configmap=f"ns/{name}",
+                            key=key, options={"scale": "int"}, args=["--scale=2"])  # fmt: skip
+
+    plan = StepPlan(workload="oltp_point_select", threads=1, duration=1, host="db", port=4000)
+    creds = Credentials("u", "p")
+    orders, lean = script("orders", "orders.lua"), script("lean", "nocleanup.lua")
+
+    def ran(policy: str, command: Command) -> tuple[list[str], list[list[Any]]]:
+        out = io.StringIO()
+        done = custom_dataset(plan, creds, [orders, lean], command, policy, out)
+        calls = [
+            json.loads(line[4:]) for line in out.getvalue().splitlines() if line.startswith("RAN ")
+        ]
+        return done, calls
+
+    # Always: each script's cleanup, then its prepare, with its own args and its Lua path.
+    done, calls = ran("Always", "prepare")
+    assert done == ["orders", "lean"]
+    lua = "/var/run/tidb-bench/workloads/orders/?.lua;;"
+    assert calls[0][:2] == ["cleanup", lua] and calls[1][:2] == ["prepare", lua]
+    assert "--scale=2" in calls[1][2] and "--threads=8" in calls[1][2]
+    assert [c[0] for c in calls[2:]] == ["prepare"], "lean defines no cleanup: passed over"
+    assert [c[0] for c in ran("IfMissing", "prepare")[1]] == ["prepare", "prepare"]
+    assert ran("Never", "prepare") == ([], [])
+    done, calls = ran("IfMissing", "cleanup")
+    assert done == ["orders"] and [c[0] for c in calls] == ["cleanup"]
+    # A failing script: its ConfigMap and key, the mounted path shown as the key.
+    with pytest.raises(SysbenchError) as err:
+        custom_dataset(plan, creds, [script("bad", "broken.lua")], "prepare", "IfMissing", None)
+    assert str(err.value) == (
+        "custom workload 'bad' (ConfigMap ns/bad key 'broken.lua'): sysbench failed: "
+        "key broken.lua:3: attempt to call a nil value; see the full output"
+    )

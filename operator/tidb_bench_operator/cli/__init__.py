@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="watch only this namespace (repeatable); default: cluster-wide",
     )
 
-    from tidb_bench_operator.runner import add_runner_arguments
+    from tidb_bench_operator.runner_entry import add_runner_arguments
 
     add_runner_arguments(sub)
 
@@ -329,7 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_operator(args.namespace)
             return 0
         if args.verb == "runner":
-            from tidb_bench_operator.runner import main_runner
+            from tidb_bench_operator.runner_entry import main_runner
 
             return main_runner(args)
         if args.verb == "parse":

@@ -172,6 +172,14 @@ def run_local_sweep(
     if pd_url is not None:
         raw["target"]["pdURL"] = pd_url
     spec = parse_run_spec(raw)
+    if spec.custom_workloads:
+        raise SpecError(
+            "customWorkloads",
+            "`tidb-bench run` runs only sysbench's built-in tests: a custom workload's script "
+            "comes from a ConfigMap, which only the controller mounts",
+            "run it with `sysbench <script> ...` yourself, or create the BenchmarkRun in a "
+            "cluster (docs/workloads.md)",
+        )
     creds = Credentials(user, password)
     preflight = None
     if pd_url is not None and spec.preflight.policy != "Off":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +20,7 @@ from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 from tidb_bench_operator.domain.api.run_status import ResolvedEndpoint
 from tidb_bench_operator.domain.cluster.tls import mount_mysql_tls, tls_runner_args
 from tidb_bench_operator.domain.cluster.view import V1_KIND, ClusterView, anti_affinity_selector
+from tidb_bench_operator.domain.sysbench.custom import WORKLOADS_DIR
 
 DEFAULT_IMAGE = "ghcr.io/tidb-bench/tidb-bench-operator:0.1.0"
 # The node name label the kubelet sets (docs/tidb-operator.md); the labels TiDB Operator
@@ -296,9 +297,11 @@ def build_runner_job(
     round_: int | None = None,
     active_deadline_seconds: int,
     image: str | None = None,
+    workloads: Sequence[str] = (),
 ) -> dict[str, Any]:
     """A one-shot Job running `tidb-bench runner ...` on a bench node; `queue` is the queue
-    key of its cluster (domain/queue.py), kept on its pod (ANNOTATION_HOLDS)."""
+    key of its cluster (domain/queue.py), kept on its pod (ANNOTATION_HOLDS). The
+    ConfigMaps of the custom workloads among `workloads` are mounted read-only."""
     labels = {**MANAGED_BY, LABEL_RUN: label_value(run.name), LABEL_ROLE: role}
     step_label = "prepare" if step is None else str(step)
     if step is not None:
@@ -348,6 +351,7 @@ def build_runner_job(
     step_seconds = START_LEAD_SECONDS + spec.warmup_seconds + spec.duration_seconds
     if endpoint.mysql_tls_secret:
         mount_mysql_tls(pod_spec, endpoint.mysql_tls_secret, RUNNER_UID)
+    mount_custom_workloads(pod_spec, spec, workloads)
     # Dataset Jobs keep away from the database pods too: they load the same node.
     affinity = build_affinity(spec, endpoint, run, step_label)
     if affinity:
@@ -379,6 +383,37 @@ def build_runner_job(
     }
 
 
+def mount_custom_workloads(
+    pod_spec: dict[str, Any], spec: BenchmarkRunSpec, workloads: Sequence[str]
+) -> None:
+    """A read-only ConfigMap volume per custom workload among `workloads`: every key a file
+    in WORKLOADS_DIR/<name>/, so a script's `require` finds its siblings (custom.py)."""
+    for name in workloads:
+        custom = spec.custom_workload(name)
+        if custom is None:
+            continue
+        volume = f"workload-{name}"
+        pod_spec["volumes"].append(
+            {"name": volume, "configMap": {"name": custom.config_map_ref.name}}
+        )
+        pod_spec["containers"][0]["volumeMounts"].append(
+            {"name": volume, "mountPath": f"{WORKLOADS_DIR}/{name}", "readOnly": True}
+        )
+
+
+#: The dataset Job's --workload when the run has no built-in test: no sbtest tables.
+NO_BUILTIN = "none"
+
+
+def _workload_args(spec: BenchmarkRunSpec, namespace: str, workload: str) -> list[str]:
+    """A custom workload's `--custom=` (its script, source, options and args); a built-in
+    test's spec.extraArgs (which never apply to a custom workload)."""
+    custom = spec.custom_workload(workload)
+    if custom is not None:
+        return [f"--custom={custom.script_for(namespace).to_arg()}"]
+    return [f"--sysbench-arg={a}" for a in spec.extra_args]
+
+
 def build_runner_service_account(namespace: str) -> dict[str, Any]:
     """The runner's ServiceAccount in a run's namespace: shared by every run there, no token."""
     return {
@@ -401,6 +436,7 @@ def build_step_runner_args(
     threads: int,
     start_at: datetime | None,
     rate: int | None = None,
+    namespace: str = "",
 ) -> list[str]:
     """Arguments of `tidb-bench runner step`: everything but the credentials.
 
@@ -423,25 +459,28 @@ def build_step_runner_args(
     ]
     if start_at is not None:
         args += [f"--start-at={start_at.isoformat()}", f"--max-start-skew={MAX_START_SKEW_SECONDS}"]
-    if rate is not None:
-        args.append(f"--rate={rate}")
-    events = load_shape.events_for(spec, workload, threads)
-    if events is not None:
-        args.append(f"--events={events}")
-    if load_shape.rand_type(spec):
-        args.append(f"--rand-type={load_shape.rand_type(spec)}")
+    args += load_shape.runner_args(spec, workload, threads, rate)
     if spec.ignore_errors:
         args.append(f"--ignore-errors={spec.ignore_errors}")
     args.append(f"--auto-inc={'on' if spec.dataset.auto_inc else 'off'}")
     args += tls_runner_args(endpoint.mysql_tls_secret)
-    args += [f"--sysbench-arg={a}" for a in spec.extra_args]
+    args += _workload_args(spec, namespace, workload)
     return args
 
 
 def build_dataset_runner_args(
-    spec: BenchmarkRunSpec, endpoint: Endpoint, *, action: str, workload: str
+    spec: BenchmarkRunSpec,
+    endpoint: Endpoint,
+    *,
+    action: str,
+    workload: str | None = None,
+    namespace: str = "",
 ) -> list[str]:
-    """Arguments of `tidb-bench runner prepare|cleanup` for the run's dataset."""
+    """Arguments of `tidb-bench runner prepare|cleanup` for the run's dataset: the sbtest
+    tables when a built-in test is among spec.workloads (the first one's), and each custom
+    workload's own prepare or cleanup (`--custom=`, one per workload)."""
+    builtin = spec.builtin_workloads()
+    workload = workload or (builtin[0] if builtin else NO_BUILTIN)
     args = [
         action,
         f"--workload={workload}",
@@ -458,6 +497,7 @@ def build_dataset_runner_args(
         args.append(f"--warm-up={'on' if spec.dataset.warm_up else 'off'}")
     args += tls_runner_args(endpoint.mysql_tls_secret)
     args += [f"--sysbench-arg={a}" for a in spec.extra_args]
+    args += [f"--custom={w.script_for(namespace).to_arg()}" for w in spec.custom_workloads]
     return args
 
 

@@ -50,6 +50,17 @@ def events_for(spec: BenchmarkRunSpec, workload: str, threads: int) -> int | Non
     return None
 
 
+def runner_args(spec: BenchmarkRunSpec, workload: str, threads: int, rate: int | None) -> list[str]:
+    """The step runner's --rate (this client's share), --events and --rand-type, when set."""
+    args = [f"--rate={rate}"] if rate is not None else []
+    events = events_for(spec, workload, threads)
+    if events is not None:
+        args.append(f"--events={events}")
+    if rand_type(spec):
+        args.append(f"--rand-type={rand_type(spec)}")
+    return args
+
+
 def _check_events(spec: BenchmarkRunSpec, prefix: str) -> None:
     """writeEvents pairs with threads; the preset knows three thread counts."""
     if spec.write_events is not None and len(spec.write_events) != len(spec.threads):

@@ -28,7 +28,8 @@ from tidb_bench_operator.domain.api.load_shape import check_load_shape, no_dupli
 from tidb_bench_operator.domain.api.verdicts import (
     NOISY_CV_PERCENT,
 )
-from tidb_bench_operator.domain.sysbench import Workload, validate_extra_args
+from tidb_bench_operator.domain.api.workload import CustomWorkload, WorkloadName
+from tidb_bench_operator.domain.sysbench import LUA_WORKLOADS, validate_extra_args
 from tidb_bench_operator.errors import SpecError
 
 # --------------------------------------------------------------------------- run spec
@@ -295,7 +296,7 @@ class Resources(SpecModel):
     )
 
 
-def _default_workloads() -> list[Workload]:
+def _default_workloads() -> list[str]:
     """The default sweep workload: point selects, the usual first number people ask for."""
     return ["oltp_point_select"]
 
@@ -323,11 +324,24 @@ class BenchmarkRunSpec(SpecModel):
         description="Database holding the sysbench tables (sysbench --mysql-db).",
     )
     dataset: Dataset = Field(default_factory=Dataset, description="Tables to prepare and use.")
-    workloads: list[Workload] = Field(
+    workloads: list[WorkloadName] = Field(
         default_factory=_default_workloads,
         min_length=1,
         max_length=11,
-        description="sysbench 1.0.20 Lua tests to run, in order; each gets the full sweep.",
+        description="What to run, in order (at most 11); each gets the full sweep: "
+        "sysbench 1.0.20's Lua tests (oltp_point_select, oltp_read_only, oltp_read_write, "
+        "oltp_write_only, oltp_update_index, oltp_update_non_index, oltp_insert, oltp_delete, "
+        "select_random_points, select_random_ranges, bulk_insert) or names of "
+        "customWorkloads.",
+    )
+    custom_workloads: list[CustomWorkload] = Field(
+        default_factory=list,
+        max_length=8,
+        description="Your own sysbench Lua workloads, each a script (and the files it "
+        "requires) from a ConfigMap, named in spec.workloads; refused unless the controller "
+        "allows them (TIDB_BENCH_ALLOW_CUSTOM_WORKLOADS, docs/trust.md). Their prepare and "
+        "cleanup run when spec.dataset.prepare is not Never and when spec.dataset.cleanup is "
+        "true (docs/workloads.md).",
     )
     threads: list[Annotated[int, Field(ge=1, le=4096)]] = Field(
         default_factory=lambda: [64, 128, 256],
@@ -504,6 +518,7 @@ class BenchmarkRunSpec(SpecModel):
                 "the user and the password must come from different keys",
             )
         no_duplicates(f"{prefix}workloads", self.workloads)
+        self._check_custom_workloads(prefix)
         no_duplicates(f"{prefix}threads", self.threads)
         check_load_shape(self, prefix)
         if "bulk_insert" in self.workloads and len(self.workloads) > 1:
@@ -531,6 +546,37 @@ class BenchmarkRunSpec(SpecModel):
         validate_extra_args(self.extra_args, field=f"{prefix}extraArgs")
         for i, toleration in enumerate(self.placement.tolerations):
             _check_toleration(f"{prefix}placement.tolerations[{i}]", toleration)
+
+    def _check_custom_workloads(self, prefix: str) -> None:
+        """Every workload is built in or a customWorkloads entry; entries are used, unique."""
+        custom = [w.name for w in self.custom_workloads]
+        no_duplicates(f"{prefix}customWorkloads", custom)
+        for i, name in enumerate(self.workloads):
+            if name not in LUA_WORKLOADS and name not in custom:
+                raise SpecError(
+                    f"{prefix}workloads[{i}]",
+                    f"unknown workload {name!r}",
+                    "one of sysbench's tests ("
+                    + ", ".join(LUA_WORKLOADS)
+                    + ") or the name of an entry of spec.customWorkloads",
+                )
+        for i, entry in enumerate(self.custom_workloads):
+            field = f"{prefix}customWorkloads[{i}]"
+            entry.validate_semantics(field)
+            if entry.name not in self.workloads:
+                raise SpecError(
+                    f"{field}.name",
+                    f"{entry.name!r} is not in spec.workloads",
+                    "add it to spec.workloads, or remove the entry",
+                )
+
+    def custom_workload(self, name: str) -> CustomWorkload | None:
+        """The customWorkloads entry of that name; None for a built-in test."""
+        return next((w for w in self.custom_workloads if w.name == name), None)
+
+    def builtin_workloads(self) -> list[str]:
+        """The built-in tests of spec.workloads, in order (they share the sbtest tables)."""
+        return [w for w in self.workloads if w in LUA_WORKLOADS]
 
 
 def _check_toleration(field: str, toleration: Toleration) -> None:

@@ -33,9 +33,9 @@ from tidb_bench_operator.domain.api.verdicts import (
     RunComparison,
     TrialSummary,
 )
+from tidb_bench_operator.domain.api.workload import WorkloadName
 from tidb_bench_operator.domain.fingerprint import Fingerprint
 from tidb_bench_operator.domain.preflight import CheckStatus
-from tidb_bench_operator.domain.sysbench import Workload
 
 # --------------------------------------------------------------------------- run status
 
@@ -86,7 +86,7 @@ class StepStatus(StatusModel):
     index: int = Field(
         le=MAX_STATUS_INT, ge=0, description="Position of the step in the sweep, from 0."
     )
-    workload: Workload = Field(description=_result_text("workload"))
+    workload: WorkloadName = Field(description=_result_text("workload"))
     threads: int = Field(le=MAX_STATUS_INT, ge=1, description=_result_text("threads"))
     target_rate: int | None = Field(
         default=None,
@@ -292,13 +292,13 @@ class SweepNumbers(StatusModel):
 class WorkloadSummary(SweepNumbers):
     """The sweep's verdict for one workload."""
 
-    workload: Workload = Field(description="sysbench test the numbers are for.")
+    workload: WorkloadName = Field(description="sysbench test the numbers are for.")
 
 
 class SweepSummary(SweepNumbers):
     """The sweep's verdict; the top-level numbers are for the first workload in spec.workloads."""
 
-    workload: Workload | None = Field(
+    workload: WorkloadName | None = Field(
         default=None, description="sysbench test the top-level numbers are for."
     )
     per_workload: list[WorkloadSummary] = Field(

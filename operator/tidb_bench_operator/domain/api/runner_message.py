@@ -104,6 +104,11 @@ class DatasetReport(_Message):
         description="Tables read through their index to warm the cache.",
     )
     warm_up_seconds: float | None = Field(default=None, description="How long that took.")
+    scripts: list[str] | None = Field(
+        default=None,
+        max_length=16,
+        description="Custom workloads whose own prepare (or cleanup) ran.",
+    )
 
 
 class RunnerFailure(_Message):

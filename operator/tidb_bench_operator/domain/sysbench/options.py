@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal, get_args
 
 from tidb_bench_operator.errors import SpecError
@@ -114,7 +114,7 @@ def validate_workload(name: str, *, field: str = "workloads") -> str:
     return name
 
 
-def _check_extra_value(name: str, kind: str, value: str | None) -> str | None:
+def check_extra_value(name: str, kind: str, value: str | None) -> str | None:
     """Return a problem description when `value` does not fit option `name`, else None."""
     if value is None:
         # sysbench reads a bare `--flag` as `--flag=on`; only booleans may be bare.
@@ -143,14 +143,7 @@ def validate_extra_args(extra_args: Sequence[str], *, field: str = "extraArgs") 
     allowed = ", ".join(f"--{name}" for name in sorted(EXTRA_ARG_KINDS))
     for i, arg in enumerate(extra_args):
         where = f"{field}[{i}]"
-        match = _ARG_RE.fullmatch(arg)
-        if match is None:
-            raise SpecError(
-                where,
-                f"{arg!r} is not of the form --name=value or --name",
-                f"allowed options: {allowed}",
-            )
-        name = match.group("name").replace("_", "-")
+        name, value = split_arg(arg, where, allowed)
         if name in OWNED_OPTIONS:
             raise SpecError(
                 where,
@@ -160,10 +153,23 @@ def validate_extra_args(extra_args: Sequence[str], *, field: str = "extraArgs") 
         kind = EXTRA_ARG_KINDS.get(name)
         if kind is None:
             raise SpecError(where, f"--{name} is not allowed", f"allowed: {allowed}")
-        problem = _check_extra_value(name, kind, match.group("value"))
+        problem = check_extra_value(name, kind, value)
         if problem is not None:
             raise SpecError(where, problem)
     return list(extra_args)
+
+
+def split_arg(arg: str, where: str, allowed: str) -> tuple[str, str | None]:
+    """(name, value) of `--name=value` or `--name`, the name with dashes for underscores
+    (sysbench takes either); SpecError at `where` naming the `allowed` options otherwise."""
+    match = _ARG_RE.fullmatch(arg)
+    if match is None:
+        raise SpecError(
+            where,
+            f"{arg!r} is not of the form --name=value or --name",
+            f"allowed options: {allowed}",
+        )
+    return match.group("name").replace("_", "-"), match.group("value")
 
 
 def build_sysbench_argv(
@@ -186,8 +192,14 @@ def build_sysbench_argv(
     histogram: bool = False,
     extra_args: Sequence[str] = (),
     events: int | None = None,
+    script: str | None = None,
+    script_options: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Build the sysbench argv (starting with "sysbench") for one prepare/run/cleanup.
+
+    With `script` (a custom workload's mounted Lua file, domain/sysbench/custom.py) sysbench
+    runs that file instead of the built-in `workload`, and `extra_args` are the workload's
+    own args, checked against `script_options` (its allow-list) instead of extraArgs'.
 
     The result never contains the password, so it is safe to log and to put in Job args.
     sysbench 1.0.20 reads no password environment variable: the runner appends
@@ -195,7 +207,8 @@ def build_sysbench_argv(
     Run-only options (time, report interval, percentile, histogram, rand type) are left
     out of prepare/cleanup. Invalid values raise SpecError naming the spec field.
     """
-    validate_workload(workload, field="workloads")
+    if script is None:
+        validate_workload(workload, field="workloads")
     if command not in ("prepare", "run", "cleanup"):
         raise SpecError("", f"unknown sysbench command {command!r}", "prepare, run or cleanup")
     if not host or not _SAFE_NAME_RE.fullmatch(host):
@@ -213,7 +226,7 @@ def build_sysbench_argv(
 
     argv = [
         "sysbench",
-        workload,
+        workload if script is None else script,
         "--db-driver=mysql",
         f"--mysql-host={host}",
         f"--mysql-port={port}",
@@ -239,7 +252,13 @@ def build_sysbench_argv(
             argv.append(f"--events={events}")
     if ignore_errors is not None and command != "cleanup":
         argv.append(f"--mysql-ignore-errors={_ignore_errors_value(ignore_errors)}")
-    argv.extend(validate_extra_args(extra_args))
+    if script is None:
+        argv.extend(validate_extra_args(extra_args))
+    else:
+        # custom.py imports this module, so the custom allow-list is imported here.
+        from tidb_bench_operator.domain.sysbench.custom import validate_custom_args
+
+        argv.extend(validate_custom_args(extra_args, script_options or {}))
     argv.append(command)
     return argv
 

@@ -2,9 +2,10 @@
 
 The controller holds more reach than the people who create runs (it reads every
 TidbCluster, runs Jobs in any image, sits on the cluster network), so a spec that asks the
-controller to go beyond the run's own namespace, its own runner image, or (when the platform
-team says so) the operator's own services is refused at Pending, naming the setting that
-would allow it. Pure: config.py reads the settings, reconcile/run/admission.py applies them.
+controller to go beyond the run's own namespace, its own runner image and built-in tests,
+or (when the platform team says so) the operator's own services is refused at Pending,
+naming the setting that would allow it. Pure: config.py reads the settings,
+reconcile/run/admission.py applies them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 ALLOW_CROSS_NAMESPACE = "TIDB_BENCH_ALLOW_CROSS_NAMESPACE"
 ALLOW_IMAGE_OVERRIDE = "TIDB_BENCH_ALLOW_IMAGE_OVERRIDE"
 OPERATOR_TARGETS_ONLY = "TIDB_BENCH_OPERATOR_TARGETS_ONLY"
+ALLOW_CUSTOM_WORKLOADS = "TIDB_BENCH_ALLOW_CUSTOM_WORKLOADS"
 #: Where each setting is explained (relative to the repository root).
 DOC = "docs/trust.md"
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -39,6 +41,8 @@ class Reach:
     image_override: bool = False
     #: Runs measure only clusters of TiDB Operator: no spec.target.host or pdURL.
     operator_targets_only: bool = False
+    #: spec.customWorkloads may run a Lua script of the author's in the benchmark pods.
+    custom_workloads: bool = False
 
     def allows_namespace(self, cluster_namespace: str, run_namespace: str) -> bool:
         return (
@@ -106,6 +110,16 @@ def refusal(
             f"spec.image: this controller runs benchmark pods only in its own runner image "
             f"{runner_image!r}; remove spec.image (or set it to that image), or {ask} "
             f"{ALLOW_IMAGE_OVERRIDE}=true in the controller Deployment's environment ({DOC})",
+        )
+    if spec.custom_workloads and not reach.custom_workloads:
+        names = ", ".join(w.name for w in spec.custom_workloads)
+        return (
+            "CustomWorkloadNotAllowed",
+            f"spec.customWorkloads: this controller runs only sysbench's built-in tests, not "
+            f"a Lua script of the run's author ({names}): a script runs in the benchmark pod "
+            f"beside the run's database password, as an image of the author's choice would; "
+            f"remove spec.customWorkloads (and their names from spec.workloads), or {ask} "
+            f"{ALLOW_CUSTOM_WORKLOADS}=true in the controller Deployment's environment ({DOC})",
         )
     target = spec.target
     if reach.operator_targets_only and target is not None and (target.host or target.pd_url):

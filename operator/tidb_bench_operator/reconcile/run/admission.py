@@ -80,6 +80,9 @@ def check_inputs(ctx: RunContext) -> tuple[str, str] | None:
     refused = refusal(spec, run.namespace, ctx.deps.reach, ctx.deps.image or DEFAULT_IMAGE)
     if refused is not None:
         return refused
+    problem = check_custom_workloads(ctx)
+    if problem is not None:
+        return problem
     secret = spec.credentials.secret_ref.name
     try:
         keys = kube.secret_keys(run.namespace, secret)
@@ -139,6 +142,39 @@ def check_inputs(ctx: RunContext) -> tuple[str, str] | None:
         kube.ensure_service_account(build_runner_service_account(run.namespace))
     except KubeForbidden as exc:
         return ("NotPermitted", not_permitted(run.namespace, exc))
+    return None
+
+
+def check_custom_workloads(ctx: RunContext) -> tuple[str, str] | None:
+    """Each custom workload's ConfigMap exists in the run's namespace and has its script key.
+
+    A file the script `require`s cannot be known before it runs: a missing one is a Lua
+    error of the step, which names the ConfigMap and the module (domain/sysbench/custom.py).
+    """
+    namespace = ctx.run.namespace
+    for i, custom in enumerate(ctx.spec.custom_workloads):
+        name = custom.config_map_ref.name
+        field = f"spec.customWorkloads[{i}]"
+        try:
+            found = ctx.kube.configmap(namespace, name)
+        except KubeForbidden as exc:
+            return ("NotPermitted", not_permitted(namespace, exc))
+        if found is None:
+            return (
+                "WorkloadConfigMapNotFound",
+                f"{field}.configMapRef.name: ConfigMap {name!r} of custom workload "
+                f"{custom.name!r} not found in namespace {namespace!r}; create it from the "
+                f"script and the files it requires: kubectl -n {namespace} create configmap "
+                f"{name} --from-file={custom.script} --from-file=<each file it requires>",
+            )
+        keys = set(found.get("data") or {}) | set(found.get("binaryData") or {})
+        if custom.script not in keys:
+            return (
+                "WorkloadKeyMissing",
+                f"{field}.script: ConfigMap {namespace}/{name} has no key {custom.script!r} "
+                f"(it has: {', '.join(sorted(keys)) or 'no keys'}); add the script to it "
+                f"(--from-file={custom.script}) or set script to one of its .lua keys",
+            )
     return None
 
 

@@ -43,6 +43,10 @@ def prepare(ctx: RunContext) -> None:
         f"({report.reason or 'missing'}) in {_seconds(report.seconds)}s",
         "verified": "dataset present (prepare: Never)",
     }.get(report.action, report.action)
+    if not spec.builtin_workloads():
+        text = "no built-in test: no sbtest tables"
+    if report.scripts:
+        text += f"; ran the prepare of custom workload(s) {', '.join(report.scripts)}"
     ctx.condition("DatasetReady", "True", report.action.capitalize(), text)
     ctx.event("Normal", "DatasetReady", text)
     practice(ctx, report)
@@ -60,9 +64,11 @@ def practice(ctx: RunContext, report: DatasetReport) -> None:
     """Say what the prepare Job did after loading or reusing: ANALYZE and the cache warm-up.
 
     Each is a condition and an Event: `DatasetAnalyzed` and `CacheWarmed`, True with the
-    table count and time, or False with reason `Disabled` when spec.dataset switched it off.
+    table count and time, or False with reason `Disabled` when spec.dataset switched it off
+    (`NoSbtestTables` when the run has only custom workloads: they are the sbtest tables').
     """
     spec = ctx.spec
+    builtin = bool(spec.builtin_workloads())
     for type_, enabled, done, seconds, what in (
         ("DatasetAnalyzed", spec.dataset.analyze, report.analyzed, report.analyze_seconds,
          "ANALYZE TABLE"),
@@ -71,6 +77,10 @@ def practice(ctx: RunContext, report: DatasetReport) -> None:
     ):  # fmt: skip
         if not enabled:
             ctx.condition(type_, "False", "Disabled", f"{what} switched off in spec.dataset")
+            continue
+        if not builtin:
+            why = f"no {what}: the run has only custom workloads, no sbtest tables"
+            ctx.condition(type_, "False", "NoSbtestTables", why)
             continue
         if done is None:  # a runner image that predates the switch did not do it
             ctx.condition(type_, "Unknown", "NotReported", f"the runner did not report {what}")
@@ -91,12 +101,12 @@ def dataset_job(ctx: RunContext, action: str, what: str) -> DatasetReport | None
     is then failed, saying `what` failed and why).
     """
     spec, run = ctx.spec, ctx.run
-    args = build_dataset_runner_args(spec, ctx.endpoint, action=action, workload=spec.workloads[0])
+    args = build_dataset_runner_args(spec, ctx.endpoint, action=action, namespace=run.namespace)
     job = build_runner_job(
         run, spec, ctx.endpoint, name=object_name(run.name, action), role=action,
         runner_args=args, active_deadline_seconds=DATASET_DEADLINE_SECONDS,
         queue=queue_key(spec, run.namespace),
-        image=ctx.deps.image,
+        image=ctx.deps.image, workloads=spec.workloads,
     )  # fmt: skip
     created = ctx.kube.create_job(job)
     selector = run_selector(run, role=action)

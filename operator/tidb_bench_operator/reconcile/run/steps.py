@@ -130,12 +130,13 @@ def start(ctx: RunContext, step: StepStatus) -> None:
         args = build_step_runner_args(
             spec, ctx.endpoint, workload=step.workload, threads=step.threads, start_at=start_at,
             rate=shares[c] if shares else None,
+            namespace=run.namespace,
         )  # fmt: skip
         job = build_runner_job(
             run, spec, ctx.endpoint, name=name, role="step", runner_args=args,
             step=step.index, client=c, round_=round_, active_deadline_seconds=deadline,
             queue=queue_key(spec, run.namespace),
-            image=ctx.deps.image,
+            image=ctx.deps.image, workloads=[step.workload],
         )  # fmt: skip
         ctx.kube.create_job(job)
     step.phase = StepPhase.RUNNING

@@ -70,6 +70,7 @@ EXPECTED_OUTCOME = {
     "sysbench-1.0.20_sql-error-ps-mode-disable_run_recorded.txt": "sql-error",
     "sysbench-1.0.20_thread-init-timeout_silent-server_recorded.txt": "thread-init-timeout",
     "sysbench-1.0.20_tpcc-lua_report_default_errs-no-colon_excerpt.txt": "no-summary",
+    "sysbench-1.0.20_tpcc-lua_scale1_run_recorded.txt": "ok",
     "sysbench-1.0.20_tpcc_report-csv_issue531_excerpt.txt": "no-summary",
     "sysbench-1.0.20_version_recorded.txt": "no-summary",
     "sysbench-1.0.6_connect_fatal_unknown_db_percona-qa-issue98.txt": "connect",

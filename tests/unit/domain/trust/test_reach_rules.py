@@ -109,7 +109,8 @@ def test_the_settings_are_read_from_the_environment_strictly() -> None:
 
 
 def test_every_example_run_and_schedule_template_passes_the_default_settings() -> None:
-    """`make demo` and the README's examples run under a controller installed as deploy/ is."""
+    """`make demo` and the README's examples run under a controller installed as deploy/ is
+    (those of custom workloads with the one setting they name)."""
     import yaml
 
     from tidb_bench_operator.domain.manifests import DEFAULT_IMAGE
@@ -125,6 +126,11 @@ def test_every_example_run_and_schedule_template_passes_the_default_settings() -
                 continue
             data = doc["spec"] if doc["kind"] == "BenchmarkRun" else doc["spec"]["template"]
             ns = doc["metadata"].get("namespace", "default")
-            assert refusal(parse_run_spec(data), ns, Reach(), DEFAULT_IMAGE) is None, path
+            # A custom workload needs its setting: its example says so at the top.
+            custom = "customWorkloads" in data
+            if custom:
+                assert "TIDB_BENCH_ALLOW_CUSTOM_WORKLOADS=true" in path.read_text(), path
+            reach = Reach(custom_workloads=custom)
+            assert refusal(parse_run_spec(data), ns, reach, DEFAULT_IMAGE) is None, path
             seen += 1
     assert seen >= 6
