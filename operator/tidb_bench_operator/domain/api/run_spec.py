@@ -13,6 +13,7 @@ from pydantic import (
     Field,
 )
 
+from tidb_bench_operator.domain.api.capacity import CapacitySearch
 from tidb_bench_operator.domain.api.common import (
     DNS_LABEL,
     DNS_SUBDOMAIN,
@@ -294,6 +295,11 @@ class Resources(SpecModel):
     )
 
 
+#: spec.threads when the author leaves it out (the CRD's default, which the API server fills
+#: in: a run cannot tell it from the same list written out).
+DEFAULT_THREADS = (64, 128, 256)
+
+
 def _default_workloads() -> list[Workload]:
     """The default sweep workload: point selects, the usual first number people ask for."""
     return ["oltp_point_select"]
@@ -329,11 +335,12 @@ class BenchmarkRunSpec(SpecModel):
         description="sysbench 1.0.20 Lua tests to run, in order; each gets the full sweep.",
     )
     threads: list[Annotated[int, Field(ge=1, le=4096)]] = Field(
-        default_factory=lambda: [64, 128, 256],
+        default_factory=lambda: list(DEFAULT_THREADS),
         min_length=1,
         max_length=32,
         description="The sweep: sysbench --threads per client, one step each, run in the order "
-        "given (the summary compares steps by thread count, not by order).",
+        "given (the summary compares steps by thread count, not by order). Leave it out "
+        "with capacitySearch, which chooses the threads.",
     )
     clients: int = Field(
         default=1,
@@ -400,6 +407,13 @@ class BenchmarkRunSpec(SpecModel):
     slo: Slo | None = Field(
         default=None,
         description="Latency objective; without it the recommended step is the peak step.",
+    )
+    capacity_search: CapacitySearch | None = Field(
+        default=None,
+        description="Instead of the `threads` sweep, search each workload's capacity at "
+        "`slo` (required): the most threads per client whose percentile latency meets it, "
+        "to `precision` threads, by bisection between minThreads and maxThreads; status."
+        "summary.capacity has it and the maximum throughput seen (docs/capacity.md).",
     )
     placement: Placement = Field(
         default_factory=Placement, description="Where the benchmark pods may run."
@@ -484,11 +498,47 @@ class BenchmarkRunSpec(SpecModel):
                 f"({self.duration_seconds}s), so sysbench would print no interval line",
                 "lower reportIntervalSeconds or raise durationSeconds",
             )
+        _check_capacity_search(prefix, self)
         # The one allow-list (domain/sysbench.py), which the runner applies again: checking
         # here fails a bad value like `--range-size=1; rm -rf /` before any Job exists.
         validate_extra_args(self.extra_args, field=f"{prefix}extraArgs")
         for i, toleration in enumerate(self.placement.tolerations):
             _check_toleration(f"{prefix}placement.tolerations[{i}]", toleration)
+
+
+def _check_capacity_search(prefix: str, spec: BenchmarkRunSpec) -> None:
+    """Raise SpecError for a capacity search without an SLO, beside a sweep, or upside down."""
+    search = spec.capacity_search
+    if search is None:
+        return
+    if spec.slo is None:
+        raise SpecError(
+            f"{prefix}slo",
+            "capacitySearch needs an SLO to search for, and slo is not set",
+            "set slo.latencyMs (e.g. 105 for TiDB Cloud's p95 < 105 ms), or remove "
+            "capacitySearch to run the threads sweep",
+        )
+    if tuple(spec.threads) != DEFAULT_THREADS:
+        raise SpecError(
+            f"{prefix}threads",
+            f"a threads sweep {list(spec.threads)} and capacitySearch are both set; the search "
+            "chooses its own threads between minThreads and maxThreads",
+            "remove threads to search, or remove capacitySearch to run the sweep",
+        )
+    if search.max_threads <= search.min_threads:
+        raise SpecError(
+            f"{prefix}capacitySearch.maxThreads",
+            f"{search.max_threads} is not above minThreads ({search.min_threads}), so there "
+            "is nothing to search",
+            "raise maxThreads above minThreads, or lower minThreads",
+        )
+    if search.precision >= search.max_threads - search.min_threads:
+        raise SpecError(
+            f"{prefix}capacitySearch.precision",
+            f"{search.precision} threads is not below maxThreads - minThreads "
+            f"({search.max_threads - search.min_threads}), so the search would stop at its ends",
+            "lower precision, or widen minThreads..maxThreads",
+        )
 
 
 def _no_duplicates(field: str, values: list[Any]) -> None:
