@@ -50,9 +50,12 @@ def test_the_answer_is_within_the_precision_of_the_true_threshold(threshold: flo
     points = search(linear(threshold))
     found = result(SEARCH, SLO, 95, "oltp_read_write", points)
     assert found is not None and found.verdict == "Found"
-    assert found.best_threads is not None and found.miss_threads is not None
-    assert found.best_threads < threshold <= found.miss_threads
-    assert found.miss_threads - found.best_threads <= SEARCH.precision
+    assert found.slo_threads is not None and found.miss_threads is not None
+    assert found.slo_threads < threshold <= found.miss_threads
+    assert found.miss_threads - found.slo_threads <= SEARCH.precision
+    # QPS rises to 16 threads and stays: the best under the SLO is the first step of the
+    # highest QPS that meets it (fewer threads on a tie), never above the SLO point.
+    assert found.best_threads is not None and found.best_threads <= found.slo_threads
     # The equivalent sweep (every 4 threads from 1 to 64: 17 steps) takes at least twice as many.
     assert len(points) <= max_steps(SEARCH) == 6 <= math.ceil(17 / 2)
 
@@ -62,7 +65,7 @@ def test_even_min_threads_missing_the_slo_ends_the_search_after_both_ends() -> N
     assert [p.threads for p in points] == [1, 64]
     found = result(SEARCH, SLO, 95, "oltp_read_write", points)
     assert found is not None and found.verdict == "MinThreadsMisses"
-    assert found.best_threads is None and found.miss_threads == 1
+    assert found.slo_threads is None and found.best_threads is None and found.miss_threads == 1
     assert (found.max_threads, found.max_qps) == (64, 16_000.0), "the maximum is still reported"
     assert "even 1 threads miss it" in found.headline
 
@@ -72,7 +75,7 @@ def test_max_threads_meeting_the_slo_says_the_capacity_is_beyond_the_range() -> 
     assert [p.threads for p in points] == [1, 64]
     found = result(SEARCH, SLO, 95, "oltp_read_write", points)
     assert found is not None and found.verdict == "MaxThreadsMeets"
-    assert (found.best_threads, found.miss_threads) == (64, None)
+    assert (found.slo_threads, found.miss_threads, found.best_threads) == (64, None, 64)
     assert "beyond maxThreads" in found.headline
 
 
@@ -123,13 +126,24 @@ def test_an_unfinished_search_has_no_result() -> None:
     )
 
 
-def test_the_headline_says_the_best_point_the_bracket_and_the_maximum() -> None:
+def test_the_best_under_the_slo_is_its_highest_qps_where_qps_falls_with_threads() -> None:
+    # A server whose QPS falls as threads contend (row locks): the SLO point is 28 threads,
+    # but the most throughput under the SLO was measured at 1.
+    points = [Point(t, qps=10_000.0 / t, latency_ms=linear(30.5)(t)) for t in (1, 64, 32, 16)]
+    points += [Point(t, qps=10_000.0 / t, latency_ms=linear(30.5)(t)) for t in (24, 28)]
+    found = result(SEARCH, SLO, 95, "oltp_read_write", points)
+    assert found is not None
+    assert (found.slo_threads, found.best_threads, found.best_qps) == (28, 1, 10_000.0)
+    assert (found.max_threads, found.max_qps) == (1, 10_000.0)
+
+
+def test_the_headline_says_the_slo_point_the_bracket_the_best_and_the_maximum() -> None:
     points = search(linear(30.5))
     found = result(SEARCH, SLO, 95, "oltp_read_write", points)
     assert found is not None
     assert found.headline == (
-        "oltp_read_write: capacity under p95 < 20 ms: 28 threads, 16,000 QPS at p95 18.36 ms "
-        "(32 threads miss it; to 4 threads in 6 steps); max 16,000 QPS at 16 threads"
+        "oltp_read_write: capacity under p95 < 20 ms: 28 threads (32 miss it; to 4 threads in "
+        "6 steps); best 16,000 QPS at 16 threads (p95 10.49 ms); max 16,000 QPS at 16 threads"
     )
 
 

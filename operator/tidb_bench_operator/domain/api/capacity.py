@@ -54,21 +54,28 @@ class CapacityResult(StatusModel):
         "minThreads misses the SLO (lower it, or the SLO cannot be met); MaxThreadsMeets: "
         "maxThreads still meets it (the capacity is above the range: raise maxThreads)."
     )
-    best_threads: int | None = Field(
+    slo_threads: int | None = Field(
         le=MAX_STATUS_INT,
         default=None,
-        description="The most threads measured whose percentile latency is below the SLO "
-        "(the bracket's low end); null when none is.",
-    )
-    best_qps: float | None = Field(default=None, description="QPS of that step.")
-    best_latency_ms: float | None = Field(
-        default=None, description="Percentile latency of that step, in ms."
+        description="The SLO point: the most threads measured whose percentile latency is "
+        "below the SLO (the bracket's low end); null when none is.",
     )
     miss_threads: int | None = Field(
         le=MAX_STATUS_INT,
         default=None,
-        description="The fewest threads measured above bestThreads that miss the SLO (the "
+        description="The fewest threads measured above sloThreads that miss the SLO (the "
         "bracket's high end); null when none does.",
+    )
+    best_threads: int | None = Field(
+        le=MAX_STATUS_INT,
+        default=None,
+        description="Threads of the highest-QPS valid step meeting the SLO (the best "
+        "throughput under it, as the sweep's recommended step); sloThreads unless QPS fell "
+        "with more threads. Null when no step meets the SLO.",
+    )
+    best_qps: float | None = Field(default=None, description="QPS of that step.")
+    best_latency_ms: float | None = Field(
+        default=None, description="Percentile latency of that step, in ms."
     )
     max_threads: int | None = Field(
         le=MAX_STATUS_INT,

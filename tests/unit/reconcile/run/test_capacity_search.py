@@ -68,15 +68,14 @@ def test_a_search_appends_its_steps_measures_each_repeats_times_and_reports_its_
         # The step's numbers are its median trial's (by QPS: the lower of two, the second).
         assert step["latencyMs"]["value"] == p95(step["workload"], step["threads"], 1)
     capacity = st["summary"]["capacity"]
-    assert [
-        (c["workload"], c["verdict"], c["bestThreads"], c["missThreads"]) for c in capacity
-    ] == [
+    assert [(c["workload"], c["verdict"], c["sloThreads"], c["missThreads"]) for c in capacity] == [
         ("oltp_point_select", "Found", 24, 28),
         ("oltp_read_write", "Found", 8, 12),
     ], "decided on the median trial: 28 threads read 20.2 ms there (16.52 in its first trial)"
     first = capacity[0]
     # A step's QPS is the median of its trials' (24,000 from 32,000 and 16,000).
-    assert (first["bestQps"], first["maxQps"], first["maxThreads"]) == (24_000.0, 24_000.0, 16)
+    assert (first["bestThreads"], first["bestQps"]) == (16, 24_000.0)
+    assert (first["maxThreads"], first["maxQps"]) == (16, 24_000.0)
     assert (first["stepsMeasured"], first["precision"], first["percentile"]) == (6, 4, 95)
     assert st["message"].startswith(first["headline"] + " | " + capacity[1]["headline"])
     assert st["message"] == st["summary"]["headline"]
@@ -91,7 +90,7 @@ def test_a_search_whose_min_threads_misses_ends_that_workload_after_its_ends() -
     seen = measure(bed)
     assert [t for _, t, _ in seen] == [1, 64]
     capacity = bed.status["summary"]["capacity"]
-    assert capacity[0]["verdict"] == "MinThreadsMisses" and "bestThreads" not in capacity[0]
+    assert capacity[0]["verdict"] == "MinThreadsMisses" and "sloThreads" not in capacity[0]
     assert bed.status["phase"] == "Succeeded"
     events = [e["message"] for e in bed.kube.events if e["reason"] == "StepSucceeded"]
     assert events[0].startswith("search step 1 (of at most 6): oltp_point_select at 1 threads")
