@@ -6,6 +6,7 @@ Driven through an in-memory Kubernetes and a fake clock (support.Bed).
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from tidb_bench_operator.domain.manifests import step_job_name
@@ -94,3 +95,43 @@ def test_a_search_whose_min_threads_misses_ends_that_workload_after_its_ends() -
     assert bed.status["phase"] == "Succeeded"
     events = [e["message"] for e in bed.kube.events if e["reason"] == "StepSucceeded"]
     assert events[0].startswith("search step 1 (of at most 6): oltp_point_select at 1 threads")
+
+
+def test_a_search_step_whose_status_was_lost_is_taken_from_the_store_and_the_search_goes_on() -> (
+    None
+):
+    # The look that recorded minThreads (and appended maxThreads) deleted its Jobs, and the
+    # controller was killed before its status patch: status still has one step, Running.
+    bed = Bed(search_spec())
+    bed.to_running()
+    bed.kube.finish_job(NS, "sweep-s0-c0", result_doc(1, 1000.0, 1.0))
+    bed.clock.advance(40)
+    before = copy.deepcopy(bed.body)
+    bed.reconcile()
+    assert [s["threads"] for s in bed.status["steps"]] == [1, 64]
+    bed.body = before  # the patch never reached the API server
+    bed.kube.add_run(bed.body)
+    bed.kube.job_store.pop((NS, "sweep-s1-c0"))  # nor did the next step's Job
+    assert len(bed.status["steps"]) == 1 and bed.step(0)["phase"] == "Running"
+
+    bed.reconcile()
+    assert [(s["threads"], s["phase"]) for s in bed.status["steps"]] == [
+        (1, "Succeeded"),
+        (64, "Running"),
+    ], "the step was taken from the store, not measured again, and the search chose 64 next"
+    assert bed.step(0)["qps"] == 1000.0 and bed.step(0)["attempt"] == 0
+    assert "sweep-s0-c0-a1" not in bed.kube.job_names(NS)
+
+
+def test_an_invalid_search_step_counts_as_missing_the_slo() -> None:
+    # 32 threads read 5 ms, well under the SLO, but a client started late: not trusted, so the
+    # search looks below it next.
+    bed = Bed(search_spec())
+    bed.to_running()
+    for index, (threads, p95_ms, late) in enumerate([(1, 1.0, False), (64, 90.0, False),
+                                                     (32, 5.0, True)]):  # fmt: skip
+        doc = result_doc(threads, 100.0 * threads, p95_ms, late=late, late_seconds=9 * late)
+        bed.kube.finish_job(NS, f"sweep-s{index}-c0", doc)
+        bed.reconcile()
+    assert bed.step(2)["valid"] is False
+    assert [s["threads"] for s in bed.status["steps"]] == [1, 64, 32, 16]
