@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from testbed.cluster import Testbed
-from testbed.runs import RunBed, assert_quiet, run_manifest
+from testbed.runs import RunBed, run_manifest, why_not
 
 pytestmark = pytest.mark.e2e
 TIDB_BENCH = str(Path(sys.executable).parent / "tidb-bench")
@@ -32,7 +32,10 @@ MIN, MAX, PRECISION = 2, 26, 2
 #: oltp_read_write on one small table: its p95 rises steeply with threads on two cores
 #: (row locks and the CPU), so neighbouring levels are told apart through the noise.
 WORKLOAD = "oltp_read_write"
+#: Guard policy Retry: a step disturbed on the shared two cores (a stall, a log the node
+#: agent could not serve) is measured again, so both runs end with every step valid.
 COMMON: dict[str, Any] = {
+    "guard": {"policy": "Retry"},
     "workloads": [WORKLOAD],
     "durationSeconds": 3,
     "reportIntervalSeconds": 1,
@@ -47,9 +50,10 @@ def p95(step: dict[str, Any]) -> float:
 def slo_between(sweep: list[dict[str, Any]]) -> tuple[float, int]:
     """An SLO from the sweep's latencies, and the sweep's answer to it.
 
-    Among neighbouring levels in the middle half of the range, the pair where p95 jumps the
-    most and the sweep crosses cleanly: every level up to the lower one meets the SLO (the
-    geometric mean of the pair's p95), every level from the upper one misses it. The sweep's
+    Among neighbouring levels in the middle half of the range where the sweep crosses the SLO
+    (the geometric mean of the pair's p95) cleanly — every level up to the lower one meets
+    it, every level from the upper one misses it — the pair nearest the middle, then the one
+    where p95 jumps most (the largest jump alone would favour a one-off spike). The sweep's
     answer is the lower level: the most threads meeting the SLO.
     """
     by_threads = sorted(sweep, key=lambda s: s["threads"])
@@ -62,12 +66,13 @@ def slo_between(sweep: list[dict[str, Any]]) -> tuple[float, int]:
         below = [s for s in by_threads if s["threads"] <= low["threads"]]
         above = [s for s in by_threads if s["threads"] >= high["threads"]]
         if all(p95(s) < slo for s in below) and all(p95(s) >= slo for s in above):
-            candidates.append((p95(high) / p95(low), slo, low["threads"]))
+            off_centre = abs(low["threads"] + high["threads"] - MIN - MAX)
+            candidates.append((-off_centre, p95(high) / p95(low), slo, low["threads"]))
     assert candidates, (
         "the sweep's p95 crosses no level in the middle of the range cleanly (too noisy): "
         + str([(s["threads"], p95(s)) for s in by_threads])
     )
-    _, slo, threads = max(candidates)
+    _, _, slo, threads = max(candidates)
     return slo, threads
 
 
@@ -81,12 +86,13 @@ def test_the_search_finds_the_sweeps_slo_point_within_its_precision_in_at_most_h
     sweep_seconds = time.monotonic() - began
     assert sweep_run["status"]["phase"] == "Succeeded", sweep_run["status"]
     sweep = sweep_run["status"]["steps"]
-    assert [s["threads"] for s in sweep] == levels and all(s["valid"] for s in sweep)
+    assert [s["threads"] for s in sweep] == levels, why_not(sweep_run["status"])
+    assert all(s["valid"] for s in sweep), why_not(sweep_run["status"])
     slo, sweep_answer = slo_between(sweep)
 
     began = time.monotonic()
     search_body = run_manifest(
-        "search", bed.mariadb, slo={"latencyMs": slo}, repeats=2,
+        "search", bed.mariadb, slo={"latencyMs": slo}, repeats=3,
         capacitySearch={"minThreads": MIN, "maxThreads": MAX, "precision": PRECISION},
         **COMMON,
     )  # fmt: skip
@@ -95,8 +101,7 @@ def test_the_search_finds_the_sweeps_slo_point_within_its_precision_in_at_most_h
     run = bed.wait("search", timeout=240)
     search_seconds = time.monotonic() - began
     status = run["status"]
-    assert status["phase"] == "Succeeded", status
-    assert_quiet(run)
+    assert status["phase"] == "Succeeded", why_not(status)
     steps = status["steps"]
     found = status["summary"]["capacity"][0]
     report = (
@@ -117,7 +122,8 @@ def test_the_search_finds_the_sweeps_slo_point_within_its_precision_in_at_most_h
     assert [s["index"] for s in steps] == list(range(len(steps)))
     for s in steps:
         assert s["phase"] == "Succeeded" and s["valid"] is True, s
-        assert [t["round"] for t in s["trials"]] == [0, 1] and s["qpsTrials"]["n"] == 2, s
+        assert {t["round"] for t in s["trials"] if t["valid"]} == {0, 1, 2}, s
+        assert s["qpsTrials"]["n"] == 3, s
         assert s["qps"] > 0 and s["sysbenchVersion"] == "1.0.20"
     for s in steps[2:]:
         assert MIN < s["threads"] < MAX, report
