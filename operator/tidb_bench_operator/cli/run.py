@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from tidb_bench_operator.adapters.documents import load_yaml
 from tidb_bench_operator.adapters.pd import HTTPPDClient
 from tidb_bench_operator.config import Credentials
 from tidb_bench_operator.domain.api import load_shape
+from tidb_bench_operator.domain.api.common import StepPhase
 from tidb_bench_operator.domain.api.resources import parse_run_spec
 from tidb_bench_operator.domain.api.results import StepResult
 from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
@@ -25,8 +27,9 @@ from tidb_bench_operator.domain.preflight import (
     TOPOLOGY_SPREAD,
 )
 from tidb_bench_operator.domain.stats.analysis import compute_status_summary
+from tidb_bench_operator.domain.stats.capacity import following, layout, with_capacity
 from tidb_bench_operator.domain.stats.trials import with_trial
-from tidb_bench_operator.domain.sysbench.rate import client_rates, rate_outcome, sweep_layout
+from tidb_bench_operator.domain.sysbench.rate import client_rates, rate_outcome
 from tidb_bench_operator.domain.sysbench.rate import describe as describe_rate
 from tidb_bench_operator.errors import ParseError, SpecError, TidbBenchError
 from tidb_bench_operator.reconcile.run import gate
@@ -158,7 +161,8 @@ def run_local_sweep(
     out: TextIO | None,
     pd_url: str | None = None,
 ) -> dict[str, Any]:
-    """Prepare, run every (workload, threads) step with `clients` local clients, summarise.
+    """Prepare, run every (workload, threads) step (or a capacity search's) with `clients`
+    local clients, summarise.
 
     With `pd_url`, the PD checks of the controller's preflight come first (local_preflight).
     """
@@ -215,37 +219,54 @@ def run_local_sweep(
         warm_up=spec.dataset.warm_up,
         out=out,
     )
-    layout = sweep_layout(spec.workloads, spec.threads, spec.rates)
     measured: list[StepStatus] = [
         StepStatus(index=i, workload=w, threads=t, target_rate=r)
-        for i, (w, t, r) in enumerate(layout)
+        for i, (w, t, r) in enumerate(layout(spec))
     ]
-    notes: list[list[str]] = [[] for _ in layout]
-    # Several trials run in whole-sweep rounds, as the controller runs them (reconcile/steps.py).
-    for round_ in range(spec.repeats):
-        for i, (workload, threads, rate) in enumerate(layout):
-            # Several local clients start together, as the pods of a step do.
-            start_at = datetime.now(UTC) + timedelta(seconds=1) if spec.clients > 1 else None
-            shares: list[int | None] = [None] * spec.clients
-            if rate:
-                shares = list(client_rates(rate, spec.clients))
-            reports = _run_clients(plan(workload, threads, start_at), creds, shares, out)
-            combined = combine_clients(reports)
-            trial = Trial(round=round_, result=combined.result, valid=not combined.late)
-            measured[i] = (
-                measured[i].with_result(combined.result)
-                if spec.repeats == 1
-                else with_trial(measured[i], trial, spec.noisy_cv_percent)
-            )
-            prefix = f"trial {round_ + 1}: " if spec.repeats > 1 else ""
-            notes[i] += [prefix + n for n in combined.notes]
-            if rate:
-                outcome = rate_outcome(
-                    rate, measured[i].tps or 0.0, spec.rate_tolerance_percent,
-                    [r.queue_max for r in reports], [r.queue_last for r in reports],
-                )  # fmt: skip
-                measured[i].rate = outcome
-                notes[i].append(prefix + describe_rate(outcome))
+    notes: list[list[str]] = [[] for _ in measured]
+
+    def measure(i: int, round_: int) -> None:
+        workload, threads, rate = measured[i].workload, measured[i].threads, measured[i].target_rate
+        # Several local clients start together, as the pods of a step do.
+        start_at = datetime.now(UTC) + timedelta(seconds=1) if spec.clients > 1 else None
+        shares: list[int | None] = [None] * spec.clients
+        if rate:
+            shares = list(client_rates(rate, spec.clients))
+        reports = _run_clients(plan(workload, threads, start_at), creds, shares, out)
+        combined = combine_clients(reports)
+        trial = Trial(round=round_, result=combined.result, valid=not combined.late)
+        if spec.repeats == 1:
+            measured[i] = measured[i].with_result(combined.result)
+            measured[i].valid = trial.valid
+        else:
+            measured[i] = with_trial(measured[i], trial, spec.noisy_cv_percent)
+        prefix = f"trial {round_ + 1}: " if spec.repeats > 1 else ""
+        notes[i] += [prefix + n for n in combined.notes]
+        if rate:
+            outcome = rate_outcome(
+                rate, measured[i].tps or 0.0, spec.rate_tolerance_percent,
+                [r.queue_max for r in reports], [r.queue_last for r in reports],
+            )  # fmt: skip
+            measured[i].rate = outcome
+            notes[i].append(prefix + describe_rate(outcome))
+
+    if spec.capacity_search is None:
+        # Several trials run in whole-sweep rounds, as the controller runs them
+        # (reconcile/steps.py).
+        for round_ in range(spec.repeats):
+            for i in range(len(measured)):
+                measure(i, round_)
+    else:
+        # A search measures a step's trials together, then chooses the next (docs/capacity.md).
+        for i in itertools.count():
+            for round_ in range(spec.repeats):
+                measure(i, round_)
+            measured[i].phase = StepPhase.SUCCEEDED
+            chosen = following(spec, measured)
+            if chosen is None:
+                break
+            measured.append(StepStatus(index=i + 1, workload=chosen[0], threads=chosen[1]))
+            notes.append([])
     steps: list[dict[str, Any]] = []
     results: list[StepResult] = []
     for status, step_notes in zip(measured, notes, strict=True):
@@ -262,9 +283,13 @@ def run_local_sweep(
         steps.append(doc)
     if spec.dataset.cleanup:
         cleanup_dataset(plan(spec.workloads[0]), creds, out)
-    summary = compute_status_summary(
-        results, spec.workloads, spec.slo.latency_ms if spec.slo else None,
-        [m.rate for m in measured] if spec.rates else [],
+    summary = with_capacity(
+        compute_status_summary(
+            results, spec.workloads, spec.slo.latency_ms if spec.slo else None,
+            [m.rate for m in measured] if spec.rates else [],
+        ),
+        spec,
+        measured,
     )  # fmt: skip
     result: dict[str, Any] = {
         "steps": steps,

@@ -1,6 +1,7 @@
 """Load shapes of a run beyond the thread sweep: rate steps (spec.rates), steps bounded by
-events (spec.writeEvents) and the pause between them, and the PingCAP preset that fills them
-(domain/sysbench/preset.py): the cross-field checks and the settings in effect."""
+events (spec.writeEvents) and the pause between them, the PingCAP preset that fills them
+(domain/sysbench/preset.py), and the capacity search (spec.capacitySearch): the cross-field
+checks and the settings in effect."""
 
 from __future__ import annotations
 
@@ -19,10 +20,16 @@ if TYPE_CHECKING:
     from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 
 
+#: spec.threads when the author leaves it out (the CRD's default, which the API server fills
+#: in: a run cannot tell it from the same list written out).
+DEFAULT_THREADS = (64, 128, 256)
+
+
 def check_load_shape(spec: BenchmarkRunSpec, prefix: str = "") -> None:
-    """Raise SpecError for a rate or events setting that cannot run as written."""
+    """Raise SpecError for a rate, events or capacity-search setting that cannot run."""
     _check_rates(spec, prefix)
     _check_events(spec, prefix)
+    _check_capacity_search(spec, prefix)
 
 
 def pause_seconds(spec: BenchmarkRunSpec) -> int:
@@ -124,3 +131,44 @@ def no_duplicates(field: str, values: list[Any]) -> None:
                 f"{field}[{i}]", f"{value!r} is listed twice", "each value runs once; remove it"
             )
         seen.add(value)
+
+
+def _check_capacity_search(spec: BenchmarkRunSpec, prefix: str) -> None:
+    """Raise SpecError for a capacity search without an SLO, beside a sweep, or upside down."""
+    search = spec.capacity_search
+    if search is None:
+        return
+    if spec.rates:
+        raise SpecError(
+            f"{prefix}rates",
+            "capacitySearch searches over threads; a rate sweep holds them fixed",
+            "remove rates to search, or capacitySearch to run the rate sweep",
+        )
+    if spec.slo is None:
+        raise SpecError(
+            f"{prefix}slo",
+            "capacitySearch needs an SLO to search for, and slo is not set",
+            "set slo.latencyMs (e.g. 105 for TiDB Cloud's p95 < 105 ms), or remove "
+            "capacitySearch to run the threads sweep",
+        )
+    if tuple(spec.threads) != DEFAULT_THREADS:
+        raise SpecError(
+            f"{prefix}threads",
+            f"a threads sweep {list(spec.threads)} and capacitySearch are both set; the search "
+            "chooses its own threads between minThreads and maxThreads",
+            "remove threads to search, or remove capacitySearch to run the sweep",
+        )
+    if search.max_threads <= search.min_threads:
+        raise SpecError(
+            f"{prefix}capacitySearch.maxThreads",
+            f"{search.max_threads} is not above minThreads ({search.min_threads}), so there "
+            "is nothing to search",
+            "raise maxThreads above minThreads, or lower minThreads",
+        )
+    if search.precision >= search.max_threads - search.min_threads:
+        raise SpecError(
+            f"{prefix}capacitySearch.precision",
+            f"{search.precision} threads is not below maxThreads - minThreads "
+            f"({search.max_threads - search.min_threads}), so the search would stop at its ends",
+            "lower precision, or widen minThreads..maxThreads",
+        )

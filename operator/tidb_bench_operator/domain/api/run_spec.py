@@ -13,6 +13,7 @@ from pydantic import (
     Field,
 )
 
+from tidb_bench_operator.domain.api.capacity import CapacitySearch
 from tidb_bench_operator.domain.api.common import (
     DNS_LABEL,
     DNS_SUBDOMAIN,
@@ -24,11 +25,19 @@ from tidb_bench_operator.domain.api.common import (
     SpecModel,
 )
 from tidb_bench_operator.domain.api.guard import Guard
-from tidb_bench_operator.domain.api.load_shape import check_load_shape, no_duplicates
+from tidb_bench_operator.domain.api.load_shape import (
+    DEFAULT_THREADS,
+    check_load_shape,
+    no_duplicates,
+)
 from tidb_bench_operator.domain.api.verdicts import (
     NOISY_CV_PERCENT,
 )
-from tidb_bench_operator.domain.api.workload import CustomWorkload, WorkloadName
+from tidb_bench_operator.domain.api.workload import (
+    CustomWorkload,
+    WorkloadName,
+    check_custom_workloads,
+)
 from tidb_bench_operator.domain.sysbench import LUA_WORKLOADS, validate_extra_args
 from tidb_bench_operator.errors import SpecError
 
@@ -344,12 +353,13 @@ class BenchmarkRunSpec(SpecModel):
         "true (docs/workloads.md).",
     )
     threads: list[Annotated[int, Field(ge=1, le=4096)]] = Field(
-        default_factory=lambda: [64, 128, 256],
+        default_factory=lambda: list(DEFAULT_THREADS),
         min_length=1,
         max_length=32,
         description="The sweep: sysbench --threads per client, one step each, run in the order "
         "given (the summary compares steps by thread count, not by order). With `rates`, the "
-        "one thread count that serves every rate.",
+        "one thread count that serves every rate. Leave it out with capacitySearch, which "
+        "chooses the threads.",
     )
     rates: list[Annotated[int, Field(ge=1, le=10_000_000)]] = Field(
         default_factory=list,
@@ -456,6 +466,13 @@ class BenchmarkRunSpec(SpecModel):
         default=None,
         description="Latency objective; without it the recommended step is the peak step.",
     )
+    capacity_search: CapacitySearch | None = Field(
+        default=None,
+        description="Instead of the `threads` sweep, search each workload's capacity at "
+        "`slo` (required): the most threads per client whose percentile latency meets it, "
+        "to `precision` threads, by bisection between minThreads and maxThreads; status."
+        "summary.capacity has it and the maximum throughput seen (docs/capacity.md).",
+    )
     placement: Placement = Field(
         default_factory=Placement, description="Where the benchmark pods may run."
     )
@@ -518,7 +535,7 @@ class BenchmarkRunSpec(SpecModel):
                 "the user and the password must come from different keys",
             )
         no_duplicates(f"{prefix}workloads", self.workloads)
-        self._check_custom_workloads(prefix)
+        check_custom_workloads(self, prefix)
         no_duplicates(f"{prefix}threads", self.threads)
         check_load_shape(self, prefix)
         if "bulk_insert" in self.workloads and len(self.workloads) > 1:
@@ -546,29 +563,6 @@ class BenchmarkRunSpec(SpecModel):
         validate_extra_args(self.extra_args, field=f"{prefix}extraArgs")
         for i, toleration in enumerate(self.placement.tolerations):
             _check_toleration(f"{prefix}placement.tolerations[{i}]", toleration)
-
-    def _check_custom_workloads(self, prefix: str) -> None:
-        """Every workload is built in or a customWorkloads entry; entries are used, unique."""
-        custom = [w.name for w in self.custom_workloads]
-        no_duplicates(f"{prefix}customWorkloads", custom)
-        for i, name in enumerate(self.workloads):
-            if name not in LUA_WORKLOADS and name not in custom:
-                raise SpecError(
-                    f"{prefix}workloads[{i}]",
-                    f"unknown workload {name!r}",
-                    "one of sysbench's tests ("
-                    + ", ".join(LUA_WORKLOADS)
-                    + ") or the name of an entry of spec.customWorkloads",
-                )
-        for i, entry in enumerate(self.custom_workloads):
-            field = f"{prefix}customWorkloads[{i}]"
-            entry.validate_semantics(field)
-            if entry.name not in self.workloads:
-                raise SpecError(
-                    f"{field}.name",
-                    f"{entry.name!r} is not in spec.workloads",
-                    "add it to spec.workloads, or remove the entry",
-                )
 
     def custom_workload(self, name: str) -> CustomWorkload | None:
         """The customWorkloads entry of that name; None for a built-in test."""

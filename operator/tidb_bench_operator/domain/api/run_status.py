@@ -12,6 +12,7 @@ from pydantic import (
     field_validator,
 )
 
+from tidb_bench_operator.domain.api.capacity import CapacityResult
 from tidb_bench_operator.domain.api.common import (
     MAX_STATUS_INT,
     PREFLIGHT_CHECK_NAMES,
@@ -304,6 +305,11 @@ class SweepSummary(SweepNumbers):
     per_workload: list[WorkloadSummary] = Field(
         default_factory=list, description="The same verdict for every workload."
     )
+    capacity: list[CapacityResult] = Field(
+        default_factory=list,
+        description="With spec.capacitySearch: each workload's capacity at the SLO and the "
+        "maximum throughput its search measured; the headline says it.",
+    )
 
 
 class Environment(StatusModel):
@@ -423,7 +429,9 @@ class BenchmarkRunStatus(StatusModel):
         le=MAX_STATUS_INT, default=None, description="Index in `steps` of the step running now."
     )
     steps: list[StepStatus] = Field(
-        default_factory=list, description="One entry per (workload, threads), in run order."
+        default_factory=list,
+        description="One entry per (workload, threads), in run order; with spec.capacitySearch "
+        "the search appends each step once it has chosen its threads.",
     )
     summary: SweepSummary | None = Field(default=None, description="The sweep's verdict.")
     environment: Environment | None = Field(default=None, description="What was measured.")

@@ -7,11 +7,12 @@ controller refuses custom workloads unless TIDB_BENCH_ALLOW_CUSTOM_WORKLOADS is 
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
 from tidb_bench_operator.domain.api.common import DNS_SUBDOMAIN, SpecModel
+from tidb_bench_operator.domain.api.load_shape import no_duplicates
 from tidb_bench_operator.domain.sysbench import LUA_WORKLOADS
 from tidb_bench_operator.domain.sysbench.custom import (
     NAME_RE,
@@ -22,6 +23,9 @@ from tidb_bench_operator.domain.sysbench.custom import (
     validate_custom_args,
 )
 from tidb_bench_operator.errors import SpecError
+
+if TYPE_CHECKING:
+    from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 
 #: What spec.workloads items look like: a built-in test or a custom workload's name.
 WORKLOAD_NAME = r"^[a-z][a-z0-9_-]{0,62}$"
@@ -99,3 +103,27 @@ class CustomWorkload(SpecModel):
             options=dict(self.options),
             args=list(self.args),
         )
+
+
+def check_custom_workloads(spec: BenchmarkRunSpec, prefix: str) -> None:
+    """Every workload is built in or a customWorkloads entry; entries are used, unique."""
+    custom = [w.name for w in spec.custom_workloads]
+    no_duplicates(f"{prefix}customWorkloads", custom)
+    for i, name in enumerate(spec.workloads):
+        if name not in LUA_WORKLOADS and name not in custom:
+            raise SpecError(
+                f"{prefix}workloads[{i}]",
+                f"unknown workload {name!r}",
+                "one of sysbench's tests ("
+                + ", ".join(LUA_WORKLOADS)
+                + ") or the name of an entry of spec.customWorkloads",
+            )
+    for i, entry in enumerate(spec.custom_workloads):
+        field = f"{prefix}customWorkloads[{i}]"
+        entry.validate_semantics(field)
+        if entry.name not in spec.workloads:
+            raise SpecError(
+                f"{field}.name",
+                f"{entry.name!r} is not in spec.workloads",
+                "add it to spec.workloads, or remove the entry",
+            )

@@ -274,6 +274,7 @@ def render_markdown(report: RunReport) -> str:
     if run.summary is not None and run.summary.headline:
         lines += [cell(run.summary.headline), ""]
     groups = by_workload(run.steps)
+    capacity = {c.workload: c for c in (run.summary.capacity if run.summary else [])}
     if not groups:
         lines += ["No steps recorded.", ""]
     for workload, steps in groups.items():
@@ -281,7 +282,11 @@ def render_markdown(report: RunReport) -> str:
         points = report.points.get(workload)
         lines += [f"## {workload}", ""]
         lines += _workload_table(steps, points, label)
-        lines += ["", *_summary_lines(points, label, steps, report.has_spec), ""]
+        lines += ["", *_summary_lines(points, label, steps, report.has_spec)]
+        if workload in capacity:
+            lines.append(f"- Capacity search ({capacity[workload].verdict}): "
+                         f"{cell(capacity[workload].headline)}.")  # fmt: skip
+        lines.append("")
     lines += regression_lines(run)
     if report.compare is not None:
         lines += _compare_table(report.name, run, report.compare.name, report.compare.status)

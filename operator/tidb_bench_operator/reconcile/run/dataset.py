@@ -23,8 +23,8 @@ from tidb_bench_operator.domain.manifests import (
     object_name,
 )
 from tidb_bench_operator.domain.queue import queue_key
+from tidb_bench_operator.domain.stats.capacity import layout, planned_steps
 from tidb_bench_operator.domain.status import parse_time
-from tidb_bench_operator.domain.sysbench.rate import sweep_layout
 from tidb_bench_operator.reconcile.run.context import RunContext
 
 #: A dataset Job may run this long (loading a large dataset takes hours).
@@ -52,12 +52,21 @@ def prepare(ctx: RunContext) -> None:
     practice(ctx, report)
     st.steps = [
         StepStatus(index=i, workload=w, threads=t, target_rate=r, phase=StepPhase.PENDING)
-        for i, (w, t, r) in enumerate(sweep_layout(spec.workloads, spec.threads, spec.rates))
+        for i, (w, t, r) in enumerate(layout(spec))
     ]
     st.current_step = 0
     st.current_round = 0 if spec.repeats > 1 else None
-    rounds = f" in {spec.repeats} rounds" if spec.repeats > 1 else ""
-    ctx.enter(RunPhase.RUNNING, f"running {len(st.steps)} step(s){rounds}")
+    search = spec.capacity_search
+    if search is None:
+        rounds = f" in {spec.repeats} rounds" if spec.repeats > 1 else ""
+        ctx.enter(RunPhase.RUNNING, f"running {len(st.steps)} step(s){rounds}")
+        return
+    trials = f", each measured {spec.repeats} times" if spec.repeats > 1 else ""
+    ctx.enter(
+        RunPhase.RUNNING,
+        f"searching the capacity between {search.min_threads} and {search.max_threads} "
+        f"threads to {search.precision} (at most {planned_steps(spec)} step(s){trials})",
+    )
 
 
 def practice(ctx: RunContext, report: DatasetReport) -> None:

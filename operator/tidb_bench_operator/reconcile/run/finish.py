@@ -16,7 +16,7 @@ from tidb_bench_operator.domain.fingerprint import (
     image_digests,
 )
 from tidb_bench_operator.domain.jobs import node_names, run_selector
-from tidb_bench_operator.domain.stats import analysis
+from tidb_bench_operator.domain.stats import analysis, capacity
 from tidb_bench_operator.domain.trust.frozen import governing_spec
 from tidb_bench_operator.reconcile.run.context import RunContext, RunState
 from tidb_bench_operator.reconcile.run.dataset import dataset_job
@@ -49,6 +49,7 @@ def finish(ctx: RunContext) -> None:
                 f"nothing recommended. Invalid peak: {peak.headline}",
             }
         )
+    st.summary = capacity.with_capacity(st.summary, spec, st.steps)
     env = st.environment or Environment()
     env.sysbench_version = next((r.sysbench_version for r in valid), env.sysbench_version)
     # Each recorded step added its nodes (its Jobs are gone by now); any still here join.

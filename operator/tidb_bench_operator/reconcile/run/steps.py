@@ -2,7 +2,11 @@
 
 With spec.repeats > 1 the sweep runs in rounds: every step once, then every step again, so
 drift during the run (caches, compaction, a neighbour's load) reaches every step alike
-instead of falling on one step's trials; status.currentRound says which round runs.
+instead of falling on one step's trials; status.currentRound says which round runs. A
+capacity search (spec.capacitySearch) cannot run rounds, as its next step depends on the
+last one's numbers: it measures each step's trials one after the other (currentRound counts
+them) and, once the step has its median, appends the step the search chooses next
+(domain/stats/capacity.py).
 
 A step is `spec.clients` Jobs (one per client pod) that start together at an agreed time
 (START_LEAD_SECONDS ahead; a client that starts late makes the step invalid). Once every
@@ -63,6 +67,7 @@ from tidb_bench_operator.domain.manifests import (
 from tidb_bench_operator.domain.objects import JSON
 from tidb_bench_operator.domain.queue import queue_key
 from tidb_bench_operator.domain.results_store import StepSeries, step_series
+from tidb_bench_operator.domain.stats.capacity import following, planned_steps
 from tidb_bench_operator.domain.stats.trials import with_trial
 from tidb_bench_operator.domain.status import condition_reason
 from tidb_bench_operator.domain.sysbench.rate import client_rates, rate_outcome
@@ -147,7 +152,7 @@ def start(ctx: RunContext, step: StepStatus) -> None:
     step.guard_wait_since = None
     guard.begin(ctx, step)
     msg = (
-        f"step {step.index + 1}/{len(st.steps)}: {step.workload} at {step.threads} threads"
+        f"{_place(ctx, step.index)}: {step.workload} at {step.threads} threads"
         f" x {spec.clients} client(s)"
         + (f", target {step.target_rate:,}/s (open loop)" if step.target_rate else "")
         + (f", trial {round_ + 1}/{spec.repeats}" if spec.repeats > 1 else "")
@@ -423,7 +428,7 @@ def _rate(ctx: RunContext, step: StepStatus, tps: float, reports: list[StepRepor
 def _keep(ctx: RunContext, index: int, updated: StepStatus) -> None:
     """A recorded step into status, its trials and disturbances cut to the status bound."""
     st = ctx.st
-    n = len(st.steps)
+    n = max(len(st.steps), planned_steps(ctx.spec))
     st.steps[index] = updated.bounded(
         max(1, MAX_STATUS_TRIALS // n), max(STATUS_DISTURBANCES, MAX_STATUS_DISTURBANCES // n)
     )
@@ -487,7 +492,7 @@ def _recorded_text(ctx: RunContext, step: StepStatus, result: StepResult, round_
     p = result.latency_ms
     pct = f"p{p.percentile} {p.value:.2f} ms" if p.value is not None else "no percentile"
     text = (
-        f"step {step.index + 1}/{len(ctx.st.steps)}: {result.workload} at {result.threads} "
+        f"{_place(ctx, step.index)}: {result.workload} at {result.threads} "
         f"threads: {result.qps:,.0f} QPS, {pct}"
     )
     if step.rate is not None:
@@ -514,17 +519,45 @@ def _recorded_text(ctx: RunContext, step: StepStatus, result: StepResult, round_
     return text
 
 
+def _place(ctx: RunContext, index: int) -> str:
+    """`step 2/4`; in a capacity search, whose steps are chosen as it goes, `search step 2
+    (of at most 12)`."""
+    if ctx.spec.capacity_search is None:
+        return f"step {index + 1}/{len(ctx.st.steps)}"
+    return f"search step {index + 1} (of at most {planned_steps(ctx.spec)})"
+
+
 def _advance(ctx: RunContext, index: int) -> None:
     """The next step of this round, else the first step of the next round, else the end."""
     st = ctx.st
     round_ = st.current_round or 0
-    if index + 1 < len(st.steps):
+    if ctx.spec.capacity_search is not None:
+        _advance_search(ctx, index)
+    elif index + 1 < len(st.steps):
         st.current_step = index + 1
     elif round_ + 1 < ctx.spec.repeats:
         st.current_round = round_ + 1
         st.current_step = 0
     else:
         st.current_step = len(st.steps)
+
+
+def _advance_search(ctx: RunContext, index: int) -> None:
+    """The step's next trial, else the step the search chooses next, else the end."""
+    st, spec = ctx.st, ctx.spec
+    if st.steps[index].phase != StepPhase.SUCCEEDED:  # a trial of spec.repeats still to go
+        st.current_round = (st.current_round or 0) + 1
+        return
+    chosen = following(spec, st.steps)
+    if chosen is None:
+        st.current_step = len(st.steps)
+        return
+    workload, threads = chosen
+    st.steps.append(
+        StepStatus(index=len(st.steps), workload=workload, threads=threads, phase=StepPhase.PENDING)
+    )
+    st.current_step = len(st.steps) - 1
+    st.current_round = 0 if spec.repeats > 1 else None
 
 
 def read_step_series(

@@ -100,7 +100,8 @@ def save_results(
         parts += trial_parts(name, step.index, ordinal, _dump(trial), budget)
     every = [t.compact() for t in step.trials]
     parts += step_parts(name, _dump(step.model_copy(update={"trials": every})), budget)
-    if st.results_config_map != name:
+    # A capacity search's step list grows: its index follows the count.
+    if st.results_config_map != name or ctx.spec.capacity_search is not None:
         parts.append(index_part(name, len(st.steps)))
     for part in parts:
         ctx.kube.upsert_configmap(build_results_configmap(run, part.name, part.data))

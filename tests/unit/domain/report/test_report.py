@@ -8,12 +8,14 @@ from typing import Any
 
 import pytest
 
-from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus
+from tidb_bench_operator.domain.api.capacity import CapacitySearch
+from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus, StepStatus
 from tidb_bench_operator.domain.report.chart import render_svg
 from tidb_bench_operator.domain.report.html import markdown_to_html, render_html
 from tidb_bench_operator.domain.report.markdown import render_markdown
 from tidb_bench_operator.domain.report.model import run_report
 from tidb_bench_operator.domain.report.reference import Reference, parse_reference
+from tidb_bench_operator.domain.stats.capacity import results
 from tidb_bench_operator.errors import TidbBenchError
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -136,6 +138,25 @@ def test_the_controllers_summary_gives_the_recommended_step_under_the_slo() -> N
     assert rows[0][:3] == ["32", "13,020", "651"]
     assert "recommended" in rows[1][5]
     assert "oltp_read_write: peak 22,801 QPS at 256 threads" in md
+
+
+def test_a_capacity_search_gets_its_line_under_its_workloads_table() -> None:
+    """The read-write curve searched for p95 < 105 ms between 32 and 256 threads."""
+    measured = [(256, 22801.0, 314.0), (32, 13020.0, 64.0), (128, 20203.0, 167.0),
+                (64, 17286.0, 94.0), (96, 19000.0, 120.0)]  # fmt: skip
+    steps = [step(i, "oltp_read_write", *m) for i, m in enumerate(sorted(measured))]
+    search = CapacitySearch(min_threads=32, max_threads=256, precision=32)
+    models = [StepStatus.model_validate(s) for s in steps]
+    capacity = results(search, 105.0, 95, ["oltp_read_write"], models)
+    assert [c.model_dump(by_alias=True)["sloThreads"] for c in capacity] == [64]
+    summary = {"capacity": [c.model_dump(by_alias=True) for c in capacity], "headline": "h"}
+    md = render_markdown(run_report("search", status(steps, summary=summary)))
+    assert (
+        "- Capacity search (Found): oltp_read_write: capacity under p95 < 105 ms: 64 threads "
+        "(96 miss it; to 32 threads in 5 steps); best 17,286 QPS at 64 threads (p95 94 ms); "
+        "max 22,801 QPS at 256 threads." in md
+    )
+    assert [row[0] for row in table_rows(md, "| threads |")] == ["32", "64", "96", "128", "256"]
 
 
 def test_the_latency_column_is_labelled_with_the_steps_percentile() -> None:
