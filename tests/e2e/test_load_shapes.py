@@ -12,10 +12,11 @@ from testbed.runs import RunBed, why_not
 
 pytestmark = pytest.mark.e2e
 
-#: About three times what two threads serve on the bed (13,000 point selects a second): the
-#: queue grows by some 25,000 events a second, and sysbench may stop on a full queue near the
-#: end of the 4 s, in which case the step's numbers come from its interval reports.
-UNREACHABLE = 40_000
+#: Beyond what two threads serve on the bed under --rate (31,000 events a second at most in
+#: the gates, 13,000 closed-loop): the queue grows by some 30,000 events a second, and
+#: sysbench may stop on a full queue near the end of the 4 s, in which case the step's
+#: numbers come from its interval reports.
+UNREACHABLE = 60_000
 
 
 def test_a_rate_sweep_marks_the_rate_it_cannot_reach_and_meets_the_lower_ones(
@@ -51,9 +52,9 @@ def test_a_rate_sweep_marks_the_rate_it_cannot_reach_and_meets_the_lower_ones(
         assert any("measuring started with none queued" in n for n in s["notes"])
     short = steps[2]
     rate = short["rate"]
-    assert rate["reached"] is False and rate["shortfallPercent"] > 50, rate
+    assert rate["reached"] is False and rate["shortfallPercent"] > 20, rate
     assert rate["queueMax"] > 1000 and rate["queueAtEnd"] > 0, rate
-    assert any(n.startswith("RATE NOT REACHED: target 40,000/s") for n in short["notes"])
+    assert any(n.startswith("RATE NOT REACHED: target 60,000/s") for n in short["notes"])
     # Queueing is in its latency: far above the reached steps'.
     assert short["latencyMs"]["value"] > 10 * steps[1]["latencyMs"]["value"]
 
@@ -62,9 +63,9 @@ def test_a_rate_sweep_marks_the_rate_it_cannot_reach_and_meets_the_lower_ones(
     assert summary["highestReachedRate"] == 2000
     assert summary["recommendedRate"] == 2000
     assert summary["recommendedQps"] == steps[1]["qps"]
-    assert "40,000/s not" in summary["headline"]
+    assert "60,000/s not" in summary["headline"]
     recorded = [e.message for e in bed.events(name) if e.reason == "StepSucceeded"]
-    assert any("target 40,000/s NOT REACHED" in m for m in recorded), recorded
+    assert any("target 60,000/s NOT REACHED" in m for m in recorded), recorded
     assert any("target 1,000/s reached" in m for m in recorded), recorded
 
 
