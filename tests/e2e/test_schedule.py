@@ -36,19 +36,21 @@ pytestmark = pytest.mark.e2e
 SCHEDULES = "benchmarkschedules"
 FINAL = ("Succeeded", "Failed", "Cancelled")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-BED = Path(__file__).resolve().parents[2] / ".testbed"
 # Noise runs are comparable when the foreign load during them differs by less than this.
 COMPARABLE_CORES = 0.4
 # Steps for the regression test. On 2 cores, 4 client threads oversubscribe the CPUs that
 # MariaDB needs too: measured on a quiet machine, 3 s steps at 4 threads swung 54k-87k QPS
-# (a noise run dropped 25.9% below its baseline median), at 2 threads 84k-101k. So the test
-# measures at 1 and 2 threads, 3 trials each (the verdict is a rank test over trials). With
-# other suites' load on the machine an undisturbed night measured 38% below its baseline at
-# 1 thread (95% interval -46% … -16%), so the minimum effect is 50%, and the planted
-# neighbour runs 16 threads (8 cost 55-90%); production's default stays 10% on quieter,
-# bigger machines.
+# (a noise run dropped 25.9% below its baseline median), at 2 threads 84k-101k. One thread
+# is bimodal, whatever else runs: six 3 s sysbench runs in a row at 1 thread measured
+# 28.9k, 19.6k, 10.3k, 5.6k, 5.0k and 3.6k QPS, at 2 threads 53k-59k, at 3 threads 36k-44k
+# (a CI quiet night at 1 thread came out +29.1%, 95% CI up to +54.2%: Inconclusive). So the
+# test measures at 2 and 3 threads, 3 trials each (the verdict is a rank test over trials).
+# With other suites' load on the machine an undisturbed night measured 38% below its
+# baseline at 1 thread (95% interval -46% … -16%), so the minimum effect is 50%, and the
+# planted neighbour runs 16 threads (8 cost 55-90%); production's default stays 10% on
+# quieter, bigger machines.
 QUIET_STEPS: dict[str, Any] = {
-    "threads": [1, 2],
+    "threads": [2, 3],
     "durationSeconds": 3,
     "warmupSeconds": 1,
     "repeats": 3,
@@ -57,6 +59,12 @@ MIN_EFFECT = 50
 # A run whose trials' coefficient of variation exceeds this was measured on a changing
 # machine; the series is measured again (as for foreign load).
 STEADY_CV = 30
+# Four runs whose step medians spread wider than this (highest over lowest, per step) were
+# measured on a machine whose run-to-run noise reaches the minimum effect: a quiet night
+# then cannot be told from a change (seen at 1 thread: medians 7.4k-25.3k QPS in four runs
+# at 0.04-0.37 foreign cores, 268%). The series is measured again, as for foreign load.
+# Steady series at 2 and 3 threads spread up to 42% and judged every quiet night NoChange.
+STEADY_SPREAD_PERCENT = 60
 LABEL = "tidbbench.io/schedule"
 
 
@@ -349,7 +357,7 @@ def test_nightly_runs_with_three_trials_flag_a_planted_slowdown_and_not_a_quiet_
         create_run(api, namespace, manual_run(run, name, mariadb, **QUIET_STEPS))
         # Generous: every suite's runs share the one MariaDB target, one at a time.
         wait_run(api, namespace, run, phases=("Preparing", "Running", *FINAL), timeout=300)
-        probe = ForeignCpu(BED)
+        probe = ForeignCpu(testbed.state)
         assert wait_run(api, namespace, run, timeout=240)["status"]["phase"] == "Succeeded"
         foreign = probe.cores()
         judged = recorded(run)
@@ -364,9 +372,9 @@ def test_nightly_runs_with_three_trials_flag_a_planted_slowdown_and_not_a_quiet_
     # A baseline of three runs of 3 trials each, then a quiet night judged against its 9
     # trials per step. When another suite's load came or went between them (foreign CPU
     # differing by more than COMPARABLE_CORES), their differences are that load, not noise:
-    # the series is measured once more under a fresh schedule, and the test fails if the
-    # machine never stays steady for four runs.
-    for attempt in range(2):
+    # the series is measured again under a fresh schedule (three series at most), and the
+    # test fails if the machine never stays steady for four runs.
+    for attempt in range(3):
         name = f"nightly-{attempt}"
         custom(api).create_namespaced_custom_object(
             GROUP, VERSION, namespace, SCHEDULES,
@@ -386,7 +394,13 @@ def test_nightly_runs_with_three_trials_flag_a_planted_slowdown_and_not_a_quiet_
             for r in [*(r for r, _ in runs), quiet]
             for s in r["status"]["steps"]
         ]
-        if max(loads) - min(loads) < COMPARABLE_CORES and max(cvs) <= STEADY_CV:
+        medians = [step_qps(r) for r in [*(r for r, _ in runs), quiet]]
+        spread = max(
+            100.0 * (max(m[t] for m in medians) / max(min(m[t] for m in medians), 1.0) - 1.0)
+            for t in medians[0]
+        )
+        steady = max(cvs) <= STEADY_CV and spread <= STEADY_SPREAD_PERCENT
+        if max(loads) - min(loads) < COMPARABLE_CORES and steady:
             reasons = [(condition(r, "Regressed") or {}).get("reason") for r, _ in runs]
             assert reasons[0] == "InsufficientBaseline"
             assert reasons[1] == "Inconclusive", "3 trials against 3 cannot reach p < 0.05"
@@ -394,13 +408,14 @@ def test_nightly_runs_with_three_trials_flag_a_planted_slowdown_and_not_a_quiet_
             break
         print(
             f"foreign load varied {min(loads):.2f}-{max(loads):.2f} cores, trials' CV up to "
-            f"{max(cvs):.0f}%: not noise"
+            f"{max(cvs):.0f}%, step medians spread {spread:.0f}%: not noise"
         )
     else:
         # Not a skip: a suite that cannot judge noise has not shown that noise is not flagged.
         pytest.fail(
-            f"foreign CPU load varied by {COMPARABLE_CORES} cores or more, or a run's trials "
-            f"by more than {STEADY_CV}% CV, in both series: "
+            f"foreign CPU load varied by {COMPARABLE_CORES} cores or more, a run's trials "
+            f"by more than {STEADY_CV}% CV, or the runs' step medians by more than "
+            f"{STEADY_SPREAD_PERCENT}%, in all three series: "
             "run this test on a quiet machine (another suite shared the test bed)"
         )
 
