@@ -30,6 +30,7 @@ from tidb_bench_operator.domain.api.load_shape import (
     check_load_shape,
     no_duplicates,
 )
+from tidb_bench_operator.domain.api.metrics_spec import MetricsSpec
 from tidb_bench_operator.domain.api.verdicts import (
     NOISY_CV_PERCENT,
 )
@@ -487,6 +488,10 @@ class BenchmarkRunSpec(SpecModel):
     )
     resources: Resources = Field(
         default_factory=Resources, description="Compute resources of each client pod."
+    )
+    metrics: MetricsSpec = Field(
+        default_factory=MetricsSpec,
+        description="Server CPU and memory per step and the bottleneck (docs/resources.md).",
     )
     guard: Guard = Field(
         default_factory=Guard,

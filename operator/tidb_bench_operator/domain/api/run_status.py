@@ -23,6 +23,7 @@ from tidb_bench_operator.domain.api.common import (
 )
 from tidb_bench_operator.domain.api.guard import Disturbance, GuardLook
 from tidb_bench_operator.domain.api.results import Latency, RateOutcome, StepResult
+from tidb_bench_operator.domain.api.step_resources import StepResources
 from tidb_bench_operator.domain.api.trial import (
     MORE_NOTES,
     STATUS_DISTURBANCES,
@@ -178,6 +179,12 @@ class StepStatus(StatusModel):
         default=0,
         ge=0,
         description="Times the step was measured again after a disturbance.",
+    )
+    resources: StepResources | None = Field(
+        default=None,
+        description="Server CPU and memory per component, pod and node over the measured "
+        "window, QPS per core and the bottleneck (docs/resources.md); with trials, the median "
+        "trial's.",
     )
     guard_wait_since: datetime | None = Field(
         default=None,

@@ -75,6 +75,11 @@ class Trial(StatusModel):
         description="How many disturbances the guard saw while the trial ran (listed in the "
         "results store); any makes it invalid.",
     )
+    cpu_ms_per_query: float | None = Field(
+        default=None,
+        description="Server CPU milliseconds per query over the trial's measured window "
+        "(resources.cpuMsPerQuery); kept in status for the schedule's efficiency verdict.",
+    )
     notes: list[str] | None = Field(
         default=None,
         description="How the trial was measured (in the results store; status keeps none).",
