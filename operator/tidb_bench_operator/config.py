@@ -17,6 +17,8 @@ is the benchmark pod's and `tidb-bench run`'s (the runner Job maps the Secret to
     TIDB_BENCH_ALLOW_IMAGE_OVERRIDE       true: spec.image may name another image (false)
     TIDB_BENCH_OPERATOR_TARGETS_ONLY      true: no spec.target.host/pdURL (false)
     TIDB_BENCH_ALLOW_CUSTOM_WORKLOADS     true: spec.customWorkloads may run Lua scripts (false)
+    TIDB_BENCH_PROMETHEUS_URL             the platform's Prometheus, read for runs' server
+                                          resources when spec.metrics names none (unset)
     TIDB_BENCH_USER, TIDB_BENCH_PASSWORD  the database credentials of the runner
 """
 
@@ -26,6 +28,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from tidb_bench_operator.domain.api.common import check_base_url
 from tidb_bench_operator.domain.manifests import DEFAULT_IMAGE, PASSWORD_ENV, USER_ENV
 from tidb_bench_operator.domain.results_store import CONFIGMAP_LIMIT, DEFAULT_BUDGET
 from tidb_bench_operator.domain.trust.reach import (
@@ -39,6 +42,7 @@ from tidb_bench_operator.domain.trust.reach import (
 )
 
 DEFAULT_LIVENESS = "http://0.0.0.0:8080/healthz"
+PROMETHEUS_URL = "TIDB_BENCH_PROMETHEUS_URL"
 
 
 def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
@@ -64,6 +68,8 @@ class Settings:
     liveness_endpoint: str | None = DEFAULT_LIVENESS
     #: What runs may ask beyond their namespace and the runner image (docs/trust.md).
     reach: Reach = field(default_factory=Reach)
+    #: The platform's Prometheus for runs' server resources (docs/resources.md); None: none.
+    prometheus_url: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -81,6 +87,7 @@ class Settings:
             debug=bool(e.get("TIDB_BENCH_DEBUG")),
             liveness_endpoint=e.get("TIDB_BENCH_LIVENESS", DEFAULT_LIVENESS) or None,
             reach=reach_from_env(e),
+            prometheus_url=_prometheus_url(e.get(PROMETHEUS_URL)),
         )
 
 
@@ -94,6 +101,18 @@ def reach_from_env(env: Mapping[str, str]) -> Reach:
         operator_targets_only=parse_flag(OPERATOR_TARGETS_ONLY, env.get(OPERATOR_TARGETS_ONLY)),
         custom_workloads=parse_flag(ALLOW_CUSTOM_WORKLOADS, env.get(ALLOW_CUSTOM_WORKLOADS)),
     )
+
+
+def _prometheus_url(text: str | None) -> str | None:
+    """TIDB_BENCH_PROMETHEUS_URL: a base URL as spec.metrics.prometheusURL takes, or unset."""
+    if not text:
+        return None
+    try:
+        return check_base_url(text)
+    except ValueError as exc:
+        raise ValueError(
+            f"{PROMETHEUS_URL}={text!r}: {exc} (e.g. http://prometheus.monitoring:9090)"
+        ) from exc
 
 
 def _results_bytes(text: str | None) -> int:

@@ -108,6 +108,19 @@ class Metrics:
             STEP_LABELS,
             registry=r,
         )
+        self.step_qps_per_core = Gauge(
+            "tidb_bench_step_qps_per_core",
+            "Queries per second per server core of one step (status resources.qpsPerCore).",
+            STEP_LABELS,
+            registry=r,
+        )
+        self.step_cpu_per_query = Gauge(
+            "tidb_bench_step_cpu_seconds_per_query",
+            "Server CPU seconds per query of one step, per component (label `component`; "
+            "`all`: the cluster's pods together).",
+            (*STEP_LABELS, "component"),
+            registry=r,
+        )
         self.run_peak_qps = Gauge(
             "tidb_bench_run_peak_qps",
             "Peak QPS of a run (status.summary.peakQps).",
@@ -201,6 +214,7 @@ class Metrics:
                 values.append((self.step_tps, labels, float(step["tps"])))
             if step.get("errorsPerSec") is not None:
                 values.append((self.step_errors, labels, float(step["errorsPerSec"])))
+            values += self._efficiency(labels, step.get("resources") or {})
             latency = step.get("latencyMs") or {}
             if latency.get("value") is not None:
                 percentile = str(latency.get("percentile", ""))
@@ -230,6 +244,22 @@ class Metrics:
                 if check.get("status") == "Fail" and key not in self._failed_checks:
                     self._failed_checks.add(key)
                     self.preflight_failures.labels(ns, cluster, key[1]).inc()
+
+    def _efficiency(
+        self, labels: Labels, resources: Mapping[str, Any]
+    ) -> list[tuple[Gauge, Labels, float]]:
+        """A step's QPS per core and CPU seconds per query (all, and per component)."""
+        values: list[tuple[Gauge, Labels, float]] = []
+        if resources.get("qpsPerCore") is not None:
+            values.append((self.step_qps_per_core, labels, float(resources["qpsPerCore"])))
+        per = [("all", resources.get("cpuMsPerQuery"))] + [
+            (str(c.get("component", "")), c.get("cpuMsPerQuery"))
+            for c in resources.get("components") or []
+        ]
+        for component, ms in per:
+            if ms is not None:
+                values.append((self.step_cpu_per_query, (*labels, component), float(ms) / 1000))
+        return values
 
     def _count_outcome(
         self, uid: str, ns: str, schedule: str, cluster: str, status: Mapping[str, Any]

@@ -18,6 +18,7 @@ from tidb_bench_operator.reconcile.run.connections import (
     build_pd_look,
     build_preflight,
     build_server_facts,
+    build_usage,
 )
 from tidb_bench_operator.reconcile.schedule.reconciler import ScheduleReconciler
 
@@ -43,6 +44,7 @@ def build(cfg: Settings) -> Wired:
         server_facts=build_server_facts(kube),
         results_budget=cfg.results_object_bytes,
         pd_look=build_pd_look(kube, api),
+        usage=build_usage(kube, api, cfg.prometheus_url),
         reach=cfg.reach,
     )
     return Wired(kube=kube, runs=runs, schedules=ScheduleReconciler(kube))

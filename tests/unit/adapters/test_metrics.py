@@ -27,6 +27,8 @@ METRICS: dict[str, str] = {
     "tidb_bench_step_errors_per_second": "gauge",
     "tidb_bench_step_valid": "gauge",
     "tidb_bench_step_disturbances": "gauge",
+    "tidb_bench_step_qps_per_core": "gauge",
+    "tidb_bench_step_cpu_seconds_per_query": "gauge",
     "tidb_bench_run_peak_qps": "gauge",
     "tidb_bench_run_regressed": "gauge",
     "tidb_bench_runs_finished_total": "counter",
@@ -88,6 +90,7 @@ STEPS = [
             "cvPercent": 1.7,
             "noisy": False,
         },
+        "resources": {"source": "prometheus", "qpsPerCore": 9000.0, "cpuMsPerQuery": 0.11},
     },
     {"index": 1, "workload": "oltp_point_select", "threads": 128, "phase": "Running"},
 ]
@@ -375,3 +378,25 @@ def test_an_invalid_step_is_marked_by_its_valid_and_disturbances_series() -> Non
 
     assert [value("tidb_bench_step_valid", t) for t in ("1", "2", "4")] == [1.0, 0.0, 1.0]
     assert [value("tidb_bench_step_disturbances", t) for t in ("1", "2", "4")] == [0.0, 1.0, 2.0]
+
+
+def test_a_steps_efficiency_becomes_qps_per_core_and_cpu_seconds_per_query_per_component() -> None:
+    resources = {
+        "source": "prometheus http://prom:9090",
+        "qpsPerCore": 38300.0,
+        "cpuMsPerQuery": 0.026,
+        "components": [
+            {"component": "tidb", "pods": 1, "cores": 0.68, "cpuMsPerQuery": 0.0165},
+            {"component": "tikv", "pods": 3, "cores": 0.3, "cpuMsPerQuery": None},
+        ],
+    }
+    metrics = Metrics()
+    metrics.observe_run(run_body(steps=[{**STEPS[0], "resources": resources}, STEPS[1]]))
+    assert value(metrics, "tidb_bench_step_qps_per_core", threads="64") == 38300.0
+    per_query = "tidb_bench_step_cpu_seconds_per_query"
+    assert value(metrics, per_query, component="all") == pytest.approx(0.000026)
+    assert value(metrics, per_query, component="tidb") == pytest.approx(0.0000165)
+    assert value(metrics, per_query, component="tikv") is None  # no number, no series
+    unavailable = {"source": "none", "unavailable": "Prometheus http://prom:9090 timed out"}
+    metrics.observe_run(run_body(steps=[{**STEPS[0], "resources": unavailable}]))
+    assert value(metrics, "tidb_bench_step_qps_per_core", threads="64") is None

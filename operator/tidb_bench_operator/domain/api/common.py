@@ -110,8 +110,8 @@ PD_URL = (
 MAX_PD_URL = 512
 
 
-def _pd_url(value: str) -> str:
-    """A PD URL as PD_URL says, the reason named when it is not."""
+def check_base_url(value: str) -> str:
+    """A base URL (PD's, Prometheus's) as PD_URL says, the reason named when it is not."""
     if len(value) > MAX_PD_URL:
         raise ValueError(f"is {len(value)} characters long; at most {MAX_PD_URL}")
     scheme, sep, rest = value.partition("://")
@@ -138,7 +138,7 @@ StatusInt = Annotated[int, Field(le=MAX_STATUS_INT)]
 
 PdUrl = Annotated[
     str,
-    AfterValidator(_pd_url),
+    AfterValidator(check_base_url),
     WithJsonSchema({"type": "string", "maxLength": MAX_PD_URL, "pattern": PD_URL}),
 ]
 

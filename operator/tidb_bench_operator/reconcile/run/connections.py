@@ -1,5 +1,6 @@
 """The run's real dependencies: its database connection and PD client from its Secrets, and
-the preflight gate, the guard's PD poll and the server's fingerprint built on them.
+the preflight gate, the guard's PD poll, the server's fingerprint built on them, and where
+the steps' server resources are read.
 
 The controller's wiring composes these with one Kubernetes client; the reconciler sees only
 the functions (reconcile/run/context.py's PreflightFn, PdLookFn, ServerFactsFn).
@@ -7,6 +8,7 @@ the functions (reconcile/run/context.py's PreflightFn, PdLookFn, ServerFactsFn).
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 from tidb_bench_operator.adapters import mysql
@@ -18,6 +20,7 @@ from tidb_bench_operator.adapters.pd import (
     make_pd_client,
 )
 from tidb_bench_operator.adapters.tls import context_from_secret
+from tidb_bench_operator.adapters.usage import MetricsServerSource, PrometheusUsageSource
 from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 from tidb_bench_operator.domain.fingerprint import (
     PERFORMANCE_VARIABLES,
@@ -26,9 +29,15 @@ from tidb_bench_operator.domain.fingerprint import (
 )
 from tidb_bench_operator.domain.guard import PdLook
 from tidb_bench_operator.domain.manifests import Endpoint
+from tidb_bench_operator.domain.resources.usage import UsageSource
 from tidb_bench_operator.errors import TidbBenchError, TLSConfigError
 from tidb_bench_operator.reconcile.run import gate
-from tidb_bench_operator.reconcile.run.context import PdLookFn, PreflightFn, ServerFactsFn
+from tidb_bench_operator.reconcile.run.context import (
+    PdLookFn,
+    PreflightFn,
+    ServerFactsFn,
+    UsageFn,
+)
 from tidb_bench_operator.reconcile.run.gate import PreflightOutcome
 
 
@@ -134,3 +143,56 @@ def build_server_facts(kube: Kube) -> ServerFactsFn:
             return Fingerprint()
 
     return server_facts
+
+
+def build_usage(kube: Kube, api: Any, platform_prometheus: str | None) -> UsageFn:
+    """Where each run reads its steps' server resources (docs/resources.md).
+
+    spec.metrics.source `auto`: the run's Prometheus, else the platform's
+    (TIDB_BENCH_PROMETHEUS_URL), else the resource metrics API; `prometheus` needs one of
+    the two URLs; `metrics-server` only the API; `none` nothing. One metrics-server source
+    is shared by every run: it keeps the samples it took during the steps in memory.
+    """
+    metrics_api = MetricsServerSource(kube)
+
+    def usage(spec: BenchmarkRunSpec, namespace: str) -> UsageSource | str | None:
+        m = spec.metrics
+        if m.source == "none":
+            return None
+        url = m.prometheus_url or platform_prometheus
+        if m.source == "metrics-server" or (m.source == "auto" and url is None):
+            return metrics_api
+        if url is None:
+            return (
+                "spec.metrics.source is prometheus but no Prometheus is named: set "
+                "spec.metrics.prometheusURL, or ask the platform team for TIDB_BENCH_PROMETHEUS_URL"
+            )
+        token = ca = None
+        if m.prometheus_url is not None:  # the run's Secrets go to the run's Prometheus only
+            if m.bearer_token is not None:
+                token = kube.secret_value(namespace, m.bearer_token.name, m.bearer_token.key)
+                if not token:
+                    return (
+                        f"Secret {namespace}/{m.bearer_token.name} has no key "
+                        f"{m.bearer_token.key!r} (spec.metrics.bearerToken)"
+                    )
+            if m.ca is not None:
+                pem = kube.secret_value(namespace, m.ca.name, m.ca.key)
+                if not pem:
+                    return (
+                        f"Secret {namespace}/{m.ca.name} has no key {m.ca.key!r} (spec.metrics.ca)"
+                    )
+                try:
+                    ca = ssl.create_default_context(cadata=pem)
+                except (ssl.SSLError, ValueError):
+                    return f"Secret {namespace}/{m.ca.name} key {m.ca.key!r} is not a PEM CA bundle"
+        return PrometheusUsageSource(
+            url,
+            token=token,
+            ssl_context=ca,
+            timeout=m.timeout_seconds,
+            queries=m.queries,
+            cpu_source=m.cpu_source,
+        )
+
+    return usage

@@ -23,6 +23,7 @@ from tidb_bench_operator.domain.jobs import run_selector
 from tidb_bench_operator.domain.manifests import Endpoint, RunRef, build_event
 from tidb_bench_operator.domain.objects import JSON
 from tidb_bench_operator.domain.queue import ADMITTED, Turn
+from tidb_bench_operator.domain.resources.usage import UsageSource
 from tidb_bench_operator.domain.results_store import DEFAULT_BUDGET
 from tidb_bench_operator.domain.status import ConditionStatus, set_condition
 from tidb_bench_operator.domain.trust.reach import Reach
@@ -36,6 +37,9 @@ ServerFactsFn = Callable[[BenchmarkRunSpec, str, Endpoint], Fingerprint]
 #: One poll of PD for the guard (connections.build_pd_look): stores, operators, leader. Never
 #: raises: what could not be read is in PdLook.errors.
 PdLookFn = Callable[[BenchmarkRunSpec, str, Endpoint], PdLook]
+#: Where a run reads its steps' server resources (connections.build_usage): a source, the
+#: reason there is none (a str, said in each step), or None when spec.metrics.source is none.
+UsageFn = Callable[[BenchmarkRunSpec, str], UsageSource | str | None]
 
 
 class RunKube(Protocol):
@@ -123,6 +127,8 @@ class Deps:
     results_budget: int = DEFAULT_BUDGET
     #: PD as the guard polls it while a step runs; None: PD is not watched.
     pd_look: PdLookFn | None = None
+    #: The steps' server resources (docs/resources.md); None: not measured.
+    usage: UsageFn | None = None
     #: What runs may ask beyond their namespace and the runner image (domain/trust/reach.py).
     reach: Reach = field(default_factory=Reach)
 

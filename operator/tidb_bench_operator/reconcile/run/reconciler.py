@@ -57,6 +57,7 @@ from tidb_bench_operator.reconcile.run.context import (
     RunKube,
     RunState,
     ServerFactsFn,
+    UsageFn,
 )
 
 #: A client pod the scheduler cannot place within this long fails the run with its reason.
@@ -163,6 +164,7 @@ class RunReconciler:
         server_facts: ServerFactsFn | None = None,
         results_budget: int = DEFAULT_BUDGET,
         pd_look: PdLookFn | None = None,
+        usage: UsageFn | None = None,
         reach: Reach | None = None,
     ) -> None:
         self.deps = Deps(
@@ -173,6 +175,7 @@ class RunReconciler:
             server_facts=server_facts,
             results_budget=results_budget,
             pd_look=pd_look,
+            usage=usage,
             reach=reach or Reach(),
         )
         self.clock = clock

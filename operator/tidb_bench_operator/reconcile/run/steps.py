@@ -21,7 +21,7 @@ same step and run status; split, each part would hand the step across modules.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from tidb_bench_operator.domain.api import load_shape
@@ -72,7 +72,7 @@ from tidb_bench_operator.domain.stats.trials import with_trial
 from tidb_bench_operator.domain.status import condition_reason
 from tidb_bench_operator.domain.sysbench.rate import client_rates, rate_outcome
 from tidb_bench_operator.domain.sysbench.rate import describe as describe_rate
-from tidb_bench_operator.reconcile.run import guard
+from tidb_bench_operator.reconcile.run import guard, usage
 from tidb_bench_operator.reconcile.run.context import RunContext
 from tidb_bench_operator.reconcile.run.logs import LOG_READS, read_logs
 from tidb_bench_operator.reconcile.run.stored import (
@@ -227,6 +227,7 @@ def observe(ctx: RunContext, step: StepStatus) -> None:
             retry(ctx, step, f"client pod {gone[0]} was deleted mid-step")
             return
         step.pod_names = sorted(set(step.pod_names) | seen)
+        usage.sample(ctx, pods)
         if condition_reason(ctx.st.conditions, "Progressing") == "Unschedulable":
             ctx.condition("Progressing", "True", "StepRunning", f"step {step.index + 1}: scheduled")
         ctx.wait(1.0)
@@ -340,9 +341,10 @@ def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: l
         measured = _rate(ctx, step, combined.result.tps, reports)
         notes.append(("" if measured.reached else "RATE NOT REACHED: ") + describe_rate(measured))
     series, series_notes, per_client, unread = read_step_series(ctx, step, pods)
+    resources = usage.measure(ctx, step, reports, pods, combined.result)
     if guard.active(ctx):
         found = series_disturbances(
-            per_client, spec.guard, started=_measured_from(ctx, step, reports)
+            per_client, spec.guard, started=usage.measured_from(ctx, step, reports)
         )
         found += [
             Disturbance(at=ctx.now, source="sysbench", what="Unjudged", object=name,
@@ -371,6 +373,7 @@ def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: l
             round=round_, qps=combined.result.qps, result=combined.result, valid=valid,
             client_saturated=combined.saturated, finished_at=ctx.now,
             notes=[*notes, *series_notes, *series.notes], disturbances=disturbed,
+            cpu_ms_per_query=resources.cpu_ms_per_query if resources else None,
         )  # fmt: skip
         if (step.trials_stored or 0) > len(step.trials):  # status lists some: read them all
             step = step.model_copy(update={"trials": stored_trials(ctx, step)})
@@ -390,6 +393,7 @@ def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: l
         updated.guard_wait_since = ctx.now
     updated.notes = [*updated.notes, *series_notes, *series.notes]
     updated.finished_at = ctx.now
+    updated.resources = resources or updated.resources
     if step.target_rate:  # the step's numbers are its median trial's: so is its rate
         updated.rate = _rate(ctx, step, updated.tps or 0.0, reports)
     keep_nodes(ctx, pods)
@@ -471,20 +475,6 @@ def _kept_round(step: StepStatus) -> int:
     under round 100 + n (n counting the step's measurements), beyond any real round.
     """
     return 100 + len(step.trials)
-
-
-def _measured_from(ctx: RunContext, step: StepStatus, reports: list[StepReport]) -> datetime:
-    """When the measured part of the step began (after the warm-up), for the series' times."""
-    began: datetime | None = None
-    for r in reports:
-        if r.started_at:
-            try:
-                t = datetime.fromisoformat(r.started_at)
-            except ValueError:
-                continue
-            began = t if began is None else min(began, t)
-    start = began or step.started_at or ctx.now
-    return start + timedelta(seconds=ctx.spec.warmup_seconds)
 
 
 def _recorded_text(ctx: RunContext, step: StepStatus, result: StepResult, round_: int) -> str:

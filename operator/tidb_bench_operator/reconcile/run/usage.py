@@ -1,0 +1,106 @@
+"""A step's server resources: read over its measured window when the step is recorded.
+
+Resource data is evidence, never a gate: whatever goes wrong here (no source, Prometheus
+down, a Secret missing, the cluster unreadable) the step says "server metrics unavailable:
+why" and stays as valid as its numbers are (docs/resources.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from tidb_bench_operator.domain.api.results import StepResult
+from tidb_bench_operator.domain.api.run_status import StepStatus
+from tidb_bench_operator.domain.api.runner_message import StepReport
+from tidb_bench_operator.domain.api.step_resources import StepResources
+from tidb_bench_operator.domain.cluster.view import database_pod_selector
+from tidb_bench_operator.domain.objects import JSON
+from tidb_bench_operator.domain.resources.derive import (
+    compute_step_resources,
+    unavailable_resources,
+)
+from tidb_bench_operator.domain.resources.usage import PodKey
+from tidb_bench_operator.errors import TidbBenchError
+from tidb_bench_operator.reconcile.run.context import RunContext
+
+
+def _cluster_pods(ctx: RunContext) -> list[JSON]:
+    """The pods of the run's cluster (none for an explicit target without a cluster)."""
+    ep = ctx.endpoint
+    if ep.cluster_name is None:
+        return []
+    kind = ep.cluster_kind or "TidbCluster"
+    return ctx.kube.pods(ep.cluster_namespace, database_pod_selector(kind, ep.cluster_name))
+
+
+def measured_from(ctx: RunContext, step: StepStatus, reports: Sequence[StepReport]) -> datetime:
+    """When the measured part of the step began (after the warm-up), for the series' times."""
+    began: datetime | None = None
+    for r in reports:
+        if r.started_at:
+            try:
+                t = datetime.fromisoformat(r.started_at)
+            except ValueError:
+                continue
+            began = t if began is None else min(began, t)
+    start = began or step.started_at or ctx.now
+    return start + timedelta(seconds=ctx.spec.warmup_seconds)
+
+
+def sample(ctx: RunContext, client_pods: Sequence[JSON]) -> None:
+    """One look during a step: a source without history (metrics-server) samples now."""
+    source = ctx.deps.usage(ctx.spec, ctx.run.namespace) if ctx.deps.usage else None
+    if source is None or isinstance(source, str):
+        return
+    try:
+        keys = _keys([*_cluster_pods(ctx), *client_pods])
+    except TidbBenchError:
+        return
+    source.sample(keys, ctx.now)
+
+
+def _keys(pods: Sequence[JSON]) -> list[PodKey]:
+    return [PodKey(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods]
+
+
+def measure(
+    ctx: RunContext,
+    step: StepStatus,
+    reports: Sequence[StepReport],
+    client_pods: Sequence[JSON],
+    result: StepResult,
+) -> StepResources | None:
+    """The step's resources over its measured window; None when spec.metrics.source is none.
+
+    The window starts where the clients' measuring began, after the warm-up, and lasts the
+    seconds sysbench measured (never past now).
+    """
+    if ctx.deps.usage is None or ctx.spec.metrics.source == "none":
+        return None
+    start = measured_from(ctx, step, reports)
+    seconds = result.duration_seconds or float(ctx.spec.duration_seconds)
+    end = min(ctx.now, start + timedelta(seconds=seconds))
+    qps = result.qps
+    source = ctx.deps.usage(ctx.spec, ctx.run.namespace)
+    if source is None:
+        return None
+    if isinstance(source, str):
+        return unavailable_resources("none", source, start, end)
+    try:
+        cluster = _cluster_pods(ctx)
+        nodes = ctx.kube.nodes()
+    except TidbBenchError as exc:
+        why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        return unavailable_resources("kubernetes", f"the cluster's pods: {why}", start, end)
+    names = sorted({p["spec"].get("nodeName") for p in [*cluster, *client_pods]} - {None, ""})
+    reading = source.read(_keys([*cluster, *client_pods]), names, start, end)
+    return compute_step_resources(
+        reading,
+        cluster_pods=cluster,
+        client_pods=list(client_pods),
+        nodes=nodes,
+        qps=qps,
+        client_cpu=[r.cpu for r in reports if r.cpu is not None],
+        spec=ctx.spec.metrics,
+    )
