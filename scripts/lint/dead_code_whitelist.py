@@ -29,3 +29,12 @@ _.redirect_request
 # pymysql reads it before every read (adapters/mysql.py: the greeting within the connect
 # timeout, queries within the longer read timeout; pymysql has no setter).
 _._read_timeout
+
+# #26 wiring: the reconciler's step phase builds a step's resources from the usage source's
+# reading and the pods and nodes it lists, and describe/events/report print them; the
+# wiring lands on another branch of issue 26.
+_.UsageSource  # domain/resources/usage.py: what adapters/usage/ implement
+_.compute_step_resources  # domain/resources/derive.py
+_.describe_resources  # domain/resources/describe.py
+_.pod_facts  # domain/resources/facts.py
+_.node_facts  # domain/resources/facts.py

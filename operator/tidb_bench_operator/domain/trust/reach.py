@@ -39,7 +39,8 @@ class Reach:
     cluster_namespaces: frozenset[str] = field(default_factory=frozenset)
     #: spec.image may name an image other than the controller's runner image.
     image_override: bool = False
-    #: Runs measure only clusters of TiDB Operator: no spec.target.host or pdURL.
+    #: Runs measure only clusters of TiDB Operator: no spec.target.host or pdURL, and no
+    #: spec.metrics.prometheusURL (the controller would query it on the author's behalf).
     operator_targets_only: bool = False
     #: spec.customWorkloads may run a Lua script of the author's in the benchmark pods.
     custom_workloads: bool = False
@@ -129,6 +130,16 @@ def refusal(
             f"{where}: this controller measures only clusters of TiDB Operator "
             f"({OPERATOR_TARGETS_ONLY}=true), not explicit endpoints; remove spec.target.host "
             f"and spec.target.pdURL and name the cluster in spec.cluster, or {ask} "
+            f"{OPERATOR_TARGETS_ONLY}=false in the controller Deployment's environment ({DOC})",
+        )
+    prometheus = spec.metrics.prometheus_url
+    if reach.operator_targets_only and prometheus is not None:
+        # The controller itself queries it: an address of the author's, as pdURL is.
+        return (
+            "TargetNotAllowed",
+            f"spec.metrics.prometheusURL: this controller reads server metrics only from its "
+            f"own Prometheus or the resource metrics API ({OPERATOR_TARGETS_ONLY}=true), not "
+            f"from an address a run names; remove spec.metrics.prometheusURL, or {ask} "
             f"{OPERATOR_TARGETS_ONLY}=false in the controller Deployment's environment ({DOC})",
         )
     return None

@@ -71,7 +71,7 @@ def admit(ctx: RunContext) -> None:
 
 
 def check_inputs(ctx: RunContext) -> tuple[str, str] | None:
-    """What the schema cannot check: the Secret and its keys, and that a bench node exists.
+    """What the schema cannot check: the Secrets and their keys, and that a bench node exists.
 
     Returns (reason, message) of the first problem, or None. First what the platform team's
     settings allow (domain/trust/reach.py): a spec that asks for more reads nothing.
@@ -106,13 +106,12 @@ def check_inputs(ctx: RunContext) -> tuple[str, str] | None:
     ]
     if missing:
         f, k = missing[0]
-        return (
-            "SecretKeyMissing",
-            f"spec.credentials.{f}: Secret {run.namespace}/{secret} has no key {k!r} "
-            f"(it has: {', '.join(sorted(keys)) or 'no keys'}); add the key or set "
-            f"spec.credentials.{f} to one of those",
-        )
+        return ("SecretKeyMissing", key_missing(f"spec.credentials.{f}", run.namespace, secret,
+                                                k, keys))  # fmt: skip
     problem = check_password(ctx)
+    if problem is not None:
+        return problem
+    problem = check_metrics_secrets(ctx)
     if problem is not None:
         return problem
     selector = spec.placement.node_selector
@@ -142,6 +141,41 @@ def check_inputs(ctx: RunContext) -> tuple[str, str] | None:
         kube.ensure_service_account(build_runner_service_account(run.namespace))
     except KubeForbidden as exc:
         return ("NotPermitted", not_permitted(run.namespace, exc))
+    return None
+
+
+def key_missing(field: str, namespace: str, secret: str, key: str, keys: set[str]) -> str:
+    """The message for a Secret without the key the spec's `field` names."""
+    return (
+        f"{field}: Secret {namespace}/{secret} has no key {key!r} (it has: "
+        f"{', '.join(sorted(keys)) or 'no keys'}); add the key or set {field} to one of those"
+    )
+
+
+def check_metrics_secrets(ctx: RunContext) -> tuple[str, str] | None:
+    """spec.metrics.bearerToken and .ca: each Secret exists in the run's namespace with its
+    key (the controller reads them to query Prometheus; no benchmark pod mounts them)."""
+    namespace, metrics = ctx.run.namespace, ctx.spec.metrics
+    for field, ref, source in (
+        ("bearerToken", metrics.bearer_token, "--from-literal={key}=<bearer token>"),
+        ("ca", metrics.ca, "--from-file={key}=<PEM CA bundle>"),
+    ):
+        if ref is None:
+            continue
+        try:
+            keys = ctx.kube.secret_keys(namespace, ref.name)
+        except KubeForbidden as exc:
+            return ("NotPermitted", not_permitted(namespace, exc))
+        if keys is None:
+            return (
+                "SecretNotFound",
+                f"spec.metrics.{field}.name: Secret {ref.name!r} not found in namespace "
+                f"{namespace!r}; create it: kubectl -n {namespace} create secret generic "
+                f"{ref.name} {source.format(key=ref.key)}",
+            )
+        if ref.key not in keys:
+            where = f"spec.metrics.{field}.key"
+            return ("SecretKeyMissing", key_missing(where, namespace, ref.name, ref.key, keys))
     return None
 
 

@@ -82,6 +82,21 @@ def test_targets_only_refuses_an_explicit_host_or_pd_url(target: Any, field: str
                    IMAGE) is None  # fmt: skip
 
 
+def test_targets_only_refuses_a_prometheus_url_the_run_names() -> None:
+    asked = spec(cluster={"name": "basic"}, metrics={"prometheusURL": "http://prom.example:9090"})
+    assert refusal(asked, "team-a", Reach(), IMAGE) is None
+    reason, message = refusal(asked, "team-a", Reach(operator_targets_only=True), IMAGE) or ("", "")
+    assert reason == "TargetNotAllowed"
+    assert message.startswith(
+        "spec.metrics.prometheusURL: this controller reads server metrics only from its own "
+        "Prometheus or the resource metrics API (TIDB_BENCH_OPERATOR_TARGETS_ONLY=true)"
+    ), message
+    assert "docs/trust.md" in message
+    # The other metrics settings reach nothing of the author's and stay allowed.
+    other = spec(cluster={"name": "basic"}, metrics={"source": "metrics-server"})
+    assert refusal(other, "team-a", Reach(operator_targets_only=True), IMAGE) is None
+
+
 def test_the_settings_are_read_from_the_environment_strictly() -> None:
     env = {
         "TIDB_BENCH_ALLOW_CROSS_NAMESPACE": "shared, perf",

@@ -255,3 +255,46 @@ def test_any_password_sysbench_can_carry_is_admitted(password: str) -> None:
     bed.kube.add_secret(NS, SECRET, {"user": "bench", "password": password})
     bed.reconcile()
     assert bed.status["phase"] != "Failed", bed.status.get("message")
+
+
+TOKEN = "eyJhbGciOiJSUzI1NiJ9.prometheus-reader"
+
+
+@pytest.mark.parametrize(
+    ("field", "create"),
+    [("bearerToken", "--from-literal=token=<bearer token>"),
+     ("ca", "--from-file=token=<PEM CA bundle>")],
+)  # fmt: skip
+def test_a_missing_metrics_secret_fails_naming_the_field_and_how_to_create_it(
+    field: str, create: str
+) -> None:
+    bed = Bed(run_spec(metrics={field: {"name": "prom", "key": "token"}}))
+    bed.reconcile()
+    bed.failed_with("SecretNotFound")
+    assert bed.status["message"] == (
+        f"spec.metrics.{field}.name: Secret 'prom' not found in namespace 'bench'; create it: "
+        f"kubectl -n bench create secret generic prom {create}"
+    )
+    assert bed.kube.create_job_calls == []
+
+
+def test_a_metrics_secret_without_its_key_fails_naming_the_keys_it_has_never_a_value() -> None:
+    bed = Bed(run_spec(metrics={"bearerToken": {"name": "prom", "key": "token"},
+                                "ca": {"name": "prom-ca", "key": "ca.crt"}}))  # fmt: skip
+    bed.kube.add_secret(NS, "prom", {"token": TOKEN})
+    bed.kube.add_secret(NS, "prom-ca", {"ca.pem": "-----BEGIN CERTIFICATE-----"})
+    bed.reconcile()
+    bed.failed_with("SecretKeyMissing")
+    assert bed.status["message"] == (
+        "spec.metrics.ca.key: Secret bench/prom-ca has no key 'ca.crt' (it has: ca.pem); add "
+        "the key or set spec.metrics.ca.key to one of those"
+    )
+    assert TOKEN not in everything_written(bed)
+
+
+def test_metrics_secrets_with_their_keys_are_admitted() -> None:
+    bed = Bed(run_spec(metrics={"bearerToken": {"name": "prom", "key": "token"}}))
+    bed.kube.add_secret(NS, "prom", {"token": TOKEN})
+    bed.reconcile()
+    assert bed.status["phase"] != "Failed", bed.status.get("message")
+    assert TOKEN not in everything_written(bed)

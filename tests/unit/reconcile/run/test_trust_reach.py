@@ -32,8 +32,11 @@ def args_of(bed: Bed, job: str) -> list[str]:
          "ImageOverrideNotAllowed", "TIDB_BENCH_ALLOW_IMAGE_OVERRIDE"),
         ({"target": {"host": "10.0.0.9"}}, Reach(any_namespace=True, operator_targets_only=True),
          "TargetNotAllowed", "TIDB_BENCH_OPERATOR_TARGETS_ONLY"),
+        ({"metrics": {"prometheusURL": "http://10.0.0.9:9090"}},
+         Reach(any_namespace=True, operator_targets_only=True), "TargetNotAllowed",
+         "TIDB_BENCH_OPERATOR_TARGETS_ONLY"),
     ],
-    ids=["cross-namespace", "image-override", "explicit-target"],
+    ids=["cross-namespace", "image-override", "explicit-target", "prometheus-url"],
 )  # fmt: skip
 def test_a_run_asking_for_more_than_the_settings_allow_fails_at_pending_reading_nothing(
     changes: dict[str, object], reach: Reach, reason: str, setting: str

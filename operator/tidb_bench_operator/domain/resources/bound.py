@@ -1,0 +1,49 @@
+"""The bound on a step's resources in status: a run's status is one etcd object (1.5 MiB by
+default), shared by every step, so a step of a cluster with hundreds of pods keeps only its
+busiest pods and nodes, and says how many it left out."""
+
+from __future__ import annotations
+
+from tidb_bench_operator.domain.api.step_resources import StepResources
+
+#: A step's resources, serialized, stay within this many bytes.
+MAX_STEP_RESOURCES_BYTES = 24 * 1024
+
+
+def serialized_size(r: StepResources) -> int:
+    """Bytes of the block as status stores it (camelCase JSON)."""
+    return len(r.model_dump_json(by_alias=True, exclude_none=True).encode())
+
+
+def _keep(r: StepResources, count: int) -> StepResources:
+    """The `count` busiest pods and nodes (both lists are sorted busiest first), each node
+    listing only the pods kept, and a note counting what was left out."""
+    pods = r.pods[:count]
+    kept = {p.name for p in pods}
+    nodes = [n.model_copy(update={"pods": [p for p in n.pods if p in kept]})
+             for n in r.nodes[:count]]  # fmt: skip
+    out_pods, out_nodes = len(r.pods) - len(pods), len(r.nodes) - len(nodes)
+    note = (
+        f"left out the {out_pods} least busy of {len(r.pods)} pods and {out_nodes} of "
+        f"{len(r.nodes)} nodes, to keep this block under {MAX_STEP_RESOURCES_BYTES // 1024} KiB"
+    )
+    return r.model_copy(update={"pods": pods, "nodes": nodes, "notes": [*r.notes, note]})
+
+
+def bound_resources(r: StepResources) -> StepResources:
+    """`r` itself when it fits in MAX_STEP_RESOURCES_BYTES, else its busiest part that does."""
+    if serialized_size(r) <= MAX_STEP_RESOURCES_BYTES:
+        return r
+    notes = r.notes
+    if len(notes) > 10:  # the adapters' notes are few; many would be a bug, not evidence
+        notes = [*notes[:10], f"and {len(notes) - 10} more notes"]
+    r = r.model_copy(update={"notes": notes})
+    low, high = 0, max(len(r.pods), len(r.nodes))
+    # The largest count that fits: size grows with the count, so bisect.
+    while low < high:
+        middle = (low + high + 1) // 2
+        if serialized_size(_keep(r, middle)) <= MAX_STEP_RESOURCES_BYTES:
+            low = middle
+        else:
+            high = middle - 1
+    return _keep(r, low)
