@@ -1,6 +1,11 @@
 """The bound on a step's resources in status: a run's status is one etcd object (1.5 MiB by
 default), shared by every step, so a step of a cluster with hundreds of pods keeps only its
-busiest pods and nodes, and says how many it left out."""
+busiest pods and nodes, and says how many it left out.
+
+The caller may give a smaller limit (a run of many steps shares its status among them:
+docs/how-a-run-goes.md#the-status-bound); under a limit too small for any pod the block
+keeps its sums, components and verdict, and one note.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ def serialized_size(r: StepResources) -> int:
     return len(r.model_dump_json(by_alias=True, exclude_none=True).encode())
 
 
-def _keep(r: StepResources, count: int) -> StepResources:
+def _keep(r: StepResources, count: int, limit: int) -> StepResources:
     """The `count` busiest pods and nodes (both lists are sorted busiest first), each node
     listing only the pods kept, and a note counting what was left out."""
     pods = r.pods[:count]
@@ -25,14 +30,18 @@ def _keep(r: StepResources, count: int) -> StepResources:
     out_pods, out_nodes = len(r.pods) - len(pods), len(r.nodes) - len(nodes)
     note = (
         f"left out the {out_pods} least busy of {len(r.pods)} pods and {out_nodes} of "
-        f"{len(r.nodes)} nodes, to keep this block under {MAX_STEP_RESOURCES_BYTES // 1024} KiB"
+        f"{len(r.nodes)} nodes, to keep this block under {_size_text(limit)}"
     )
     return r.model_copy(update={"pods": pods, "nodes": nodes, "notes": [*r.notes, note]})
 
 
-def bound_resources(r: StepResources) -> StepResources:
-    """`r` itself when it fits in MAX_STEP_RESOURCES_BYTES, else its busiest part that does."""
-    if serialized_size(r) <= MAX_STEP_RESOURCES_BYTES:
+def _size_text(limit: int) -> str:
+    return f"{limit // 1024} KiB" if limit % 1024 == 0 else f"{limit:,} bytes"
+
+
+def bound_resources(r: StepResources, limit: int = MAX_STEP_RESOURCES_BYTES) -> StepResources:
+    """`r` itself when it fits in `limit` bytes, else its busiest part that does."""
+    if serialized_size(r) <= limit:
         return r
     notes = r.notes
     if len(notes) > 10:  # the adapters' notes are few; many would be a bug, not evidence
@@ -42,8 +51,12 @@ def bound_resources(r: StepResources) -> StepResources:
     # The largest count that fits: size grows with the count, so bisect.
     while low < high:
         middle = (low + high + 1) // 2
-        if serialized_size(_keep(r, middle)) <= MAX_STEP_RESOURCES_BYTES:
+        if serialized_size(_keep(r, middle, limit)) <= limit:
             low = middle
         else:
             high = middle - 1
-    return _keep(r, low)
+    kept = _keep(r, low, limit)
+    if low == 0 and serialized_size(kept) > limit:
+        # Not even the sums and the notes fit: the note saying what was left out stays.
+        kept.notes = kept.notes[-1:]
+    return kept

@@ -21,7 +21,7 @@ from tidb_bench_operator.domain.api.step_resources import (
     StepResources,
 )
 from tidb_bench_operator.domain.cluster.view import component_rank
-from tidb_bench_operator.domain.resources.bound import bound_resources
+from tidb_bench_operator.domain.resources.bound import MAX_STEP_RESOURCES_BYTES, bound_resources
 from tidb_bench_operator.domain.resources.facts import NodeFacts, PodFacts
 from tidb_bench_operator.domain.resources.usage import PodUsage, UsageReading
 from tidb_bench_operator.domain.resources.verdict import judge_bottleneck
@@ -54,8 +54,9 @@ def compute_step_resources(
     client_cpu: Mapping[str, ClientCpu],
     spec: MetricsSpec,
     leaders: Mapping[str, int] | None = None,
+    limit: int = MAX_STEP_RESOURCES_BYTES,
 ) -> StepResources:
-    """The step's resources over the reading's window (bounded for status).
+    """The step's resources over the reading's window, at most `limit` bytes serialized.
 
     `client_cpu` is the runner's measurement by client pod name; `leaders` is PD's leader
     count by TiKV store address or pod name (the hot store's cross-check), when known.
@@ -90,7 +91,17 @@ def compute_step_resources(
         notes=notes,
     )
     resources.bottleneck = judge_bottleneck(resources, client_cpu, spec, leaders)
-    return bound_resources(resources)
+    return bound_resources(resources, limit)
+
+
+def median_trial(trials: Sequence[StepResources]) -> StepResources | None:
+    """The block a step of several trials keeps: the trial whose CPU ms per query is the
+    median (the lower middle of an even count), else the last trial's (saying why none)."""
+    measured = sorted((t for t in trials if t.cpu_ms_per_query is not None),
+                      key=lambda t: t.cpu_ms_per_query or 0.0)  # fmt: skip
+    if measured:
+        return measured[(len(measured) - 1) // 2]
+    return trials[-1] if trials else None
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:

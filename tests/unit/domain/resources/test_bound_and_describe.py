@@ -70,3 +70,19 @@ def test_the_lines_give_cores_per_component_per_core_per_query_nodes_and_the_bot
 def test_an_unavailable_step_is_one_line_saying_why() -> None:
     r = unavailable_resources(s.SOURCE, "no source configured", s.START, s.END)
     assert describe_resources(r) == ["server metrics unavailable: no source configured"]
+
+
+def test_a_smaller_limit_keeps_the_sums_and_the_verdict_and_one_note() -> None:
+    r = quiet_step(reading({k: v for k, v in QUIET.items() if k != "basic-tidb-2"}))
+    full = serialized_size(r)
+    half = bound_resources(r, full // 2)
+    assert serialized_size(half) <= full // 2 and 0 < len(half.pods) < 10
+    assert half.notes[-1].endswith(f"to keep this block under {full // 2:,} bytes")
+    tiny = bound_resources(r, 750)
+    assert (tiny.pods, tiny.nodes) == ([], []) and serialized_size(tiny) <= 750
+    assert tiny.notes == [
+        "left out the 10 least busy of 10 pods and 4 of 4 nodes, to keep this block under 750 bytes"
+    ]
+    assert (tiny.server_cores, tiny.components, tiny.bottleneck) == (
+        r.server_cores, r.components, r.bottleneck,
+    )  # fmt: skip

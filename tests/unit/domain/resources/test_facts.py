@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from kubernetes.utils.quantity import parse_quantity as client_parse_quantity
 
 from tidb_bench_operator.domain.resources.facts import (
     CLIENT,
@@ -24,6 +25,13 @@ from unit.domain.resources.support import client_pods, load, nodes, v1_pods
 )  # fmt: skip
 def test_kubernetes_quantities_are_read_with_their_suffix(text: object, value: float) -> None:
     assert parse_quantity(text) == pytest.approx(value)
+
+
+def test_quantities_are_read_as_the_kubernetes_client_reads_them() -> None:
+    # The domain may not import the client library (layers); its parser is the reference.
+    for text in ["250m", "2", "1.5", "1k", "15900m", "100n", "3u", "4Gi", "1Mi", "2Ti",
+                 "65544356Ki", "1e3", "1E", "2P", "0.5e-2", ".5", "+3", "-1", "7T", "1G"]:  # fmt: skip
+        assert parse_quantity(text) == pytest.approx(float(client_parse_quantity(text))), text
 
 
 @pytest.mark.parametrize("text", ["", "two", "2 cores", "1K", "1mi", "m", None, True, "1e"])
