@@ -207,6 +207,7 @@ def largest_run_steps_bytes() -> tuple[int, int, int]:
         Trial,
     )
     from tidb_bench_operator.domain.api.verdicts import TrialSummary
+    from tidb_bench_operator.domain.resources.bound import status_resources
 
     def limit(fields: Any, name: str, kind: str) -> int:
         return int(next(getattr(m, kind) for m in fields[name].metadata if hasattr(m, kind)))
@@ -230,6 +231,7 @@ def largest_run_steps_bytes() -> tuple[int, int, int]:
     trial = Trial(
         round=19, qps=big, result=result, valid=False, client_saturated=True, finished_at=now,
         disturbed=MAX_DISTURBANCES, notes=["n" * 4000] * 50, disturbances=seen,
+        cpu_ms_per_query=big,
     )  # fmt: skip
     step = StepStatus(
         index=steps - 1, workload="oltp_read_write", threads=4096, phase="Succeeded",
@@ -244,5 +246,32 @@ def largest_run_steps_bytes() -> tuple[int, int, int]:
         max(1, MAX_STATUS_TRIALS // steps),
         max(STATUS_DISTURBANCES, MAX_STATUS_DISTURBANCES // steps),
     )
+    kept.resources = status_resources(widest_resources(big, now), steps, steps - 1)
     one = _size(kept.model_dump(by_alias=True, exclude_none=True, mode="json"))
     return one * steps + 2, steps, len(kept.trials)
+
+
+def widest_resources(big: float, now: Any) -> Any:
+    """A step's resources block at its widest: 500 pods on 100 nodes, every text the longest
+    the schema allows, every number 2^64 - 1 (what status keeps of it is bounded)."""
+    from tidb_bench_operator.domain.api.step_resources import (
+        Bottleneck, ComponentUsage, NodeResources, PodResources, StepResources,
+    )  # fmt: skip
+
+    pods = [
+        PodResources(name=f"{i:03}" + "p" * 250, component="c" * 63, node="n" * 253, cores=big,
+                     cpu_request=big, cpu_limit=big, utilization_percent=big, memory_bytes=big,
+                     rx_bytes_per_sec=big, tx_bytes_per_sec=big)
+        for i in range(500)
+    ]  # fmt: skip
+    return StepResources(
+        source="s" * 512, window_start=now, window_end=now, server_cores=big, qps_per_core=big,
+        cpu_ms_per_query=big, client_cores=big,
+        components=[ComponentUsage(component="c" * 63, pods=2**53 - 1, cores=big,
+                                   cpu_ms_per_query=big)] * 12,
+        pods=pods,
+        nodes=[NodeResources(name="n" * 253, cores=big, allocatable_cores=big,
+                             pods=[p.name for p in pods[:50]])] * 100,
+        bottleneck=Bottleneck(kind="component", subject="s" * 253, message="m" * 1024),
+        notes=["n" * 2000] * 10,
+    )  # fmt: skip

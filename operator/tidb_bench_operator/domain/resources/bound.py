@@ -60,3 +60,47 @@ def bound_resources(r: StepResources, limit: int = MAX_STEP_RESOURCES_BYTES) -> 
         # Not even the sums and the notes fit: the note saying what was left out stays.
         kept.notes = kept.notes[-1:]
     return kept
+
+
+#: All steps' resources together in a run's status (each step's share is this over the
+#: planned steps, at most MAX_STEP_RESOURCES_BYTES); the results store keeps every block whole.
+RUN_RESOURCES_BYTES = 64 * 1024
+#: Below this share a step keeps only its headline: sums, efficiency and the verdict.
+_HEADLINE_BYTES = 2 * 1024
+
+
+def status_resources(r: StepResources, steps: int, index: int) -> StepResources:
+    """The block step `index` keeps in status when the run plans `steps` steps.
+
+    The share is RUN_RESOURCES_BYTES over the steps (at most MAX_STEP_RESOURCES_BYTES). A
+    share too small for any pod keeps the headline (source, sums, QPS per core, CPU per
+    query, the verdict with its message cut to fit) and a note saying where the rest is.
+    """
+    share = min(MAX_STEP_RESOURCES_BYTES, RUN_RESOURCES_BYTES // max(1, steps))
+    if share >= _HEADLINE_BYTES:
+        return bound_resources(r, share)
+    if serialized_size(r) <= share:
+        return r
+    where = f"per pod and node: the run's results store (document st{index})"
+    verdict = r.bottleneck
+    head = r.model_copy(
+        update={"pods": [], "nodes": [], "components": [], "notes": [where],
+                "source": r.source[:32], "window_start": None, "window_end": None,
+                "bottleneck": None if verdict is None else verdict.model_copy(
+                    update={"message": "", "subject": (verdict.subject or "")[:63] or None})}
+    )  # fmt: skip
+    for drop in ("notes", "subject", "client_cores", "source"):
+        if serialized_size(head) <= share:
+            break
+        if drop == "subject" and head.bottleneck is not None:
+            head.bottleneck.subject = None
+        elif drop == "source":
+            head.source = ""
+        elif drop == "notes":
+            head.notes = []
+        else:
+            head.client_cores = None
+    if head.bottleneck is not None and verdict is not None:
+        room = max(0, share - serialized_size(head))
+        head.bottleneck.message = verdict.message[:room]
+    return head

@@ -66,6 +66,7 @@ from tidb_bench_operator.domain.manifests import (
 )
 from tidb_bench_operator.domain.objects import JSON
 from tidb_bench_operator.domain.queue import queue_key
+from tidb_bench_operator.domain.resources.bound import status_resources
 from tidb_bench_operator.domain.results_store import StepSeries, step_series
 from tidb_bench_operator.domain.stats.capacity import following, planned_steps
 from tidb_bench_operator.domain.stats.trials import with_trial
@@ -436,6 +437,8 @@ def _keep(ctx: RunContext, index: int, updated: StepStatus) -> None:
     st.steps[index] = updated.bounded(
         max(1, MAX_STATUS_TRIALS // n), max(STATUS_DISTURBANCES, MAX_STATUS_DISTURBANCES // n)
     )
+    if updated.resources is not None:  # whole in the results store (save_results)
+        st.steps[index].resources = status_resources(updated.resources, n, index)
     st.invalid_steps = sum(1 for s in st.steps if s.valid is False)
 
 

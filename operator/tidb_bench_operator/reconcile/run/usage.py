@@ -20,6 +20,7 @@ from tidb_bench_operator.domain.resources.derive import (
     compute_step_resources,
     unavailable_resources,
 )
+from tidb_bench_operator.domain.resources.facts import CLIENT, node_facts, pod_facts
 from tidb_bench_operator.domain.resources.usage import PodKey
 from tidb_bench_operator.errors import TidbBenchError
 from tidb_bench_operator.reconcile.run.context import RunContext
@@ -93,14 +94,33 @@ def measure(
     except TidbBenchError as exc:
         why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         return unavailable_resources("kubernetes", f"the cluster's pods: {why}", start, end)
-    names = sorted({p["spec"].get("nodeName") for p in [*cluster, *client_pods]} - {None, ""})
-    reading = source.read(_keys([*cluster, *client_pods]), names, start, end)
+    clients = _finished_clients(client_pods)
+    names = sorted({p["spec"].get("nodeName") for p in [*cluster, *clients]} - {None, ""})
+    reading = source.read(_keys([*cluster, *clients]), names, start, end)
+    # The reports come in the order of their Jobs' names (steps._reports), as do `clients`.
+    cpu = {
+        p["metadata"]["name"]: r.cpu
+        for p, r in zip(clients, reports, strict=False)
+        if r.cpu is not None
+    }
     return compute_step_resources(
         reading,
-        cluster_pods=cluster,
-        client_pods=list(client_pods),
-        nodes=nodes,
+        cluster_pods=[pod_facts(p) for p in cluster],
+        client_pods=[pod_facts(p, CLIENT) for p in clients],
+        nodes=[node_facts(n) for n in nodes],
         qps=qps,
-        client_cpu=[r.cpu for r in reports if r.cpu is not None],
+        client_cpu=cpu,
         spec=ctx.spec.metrics,
     )
+
+
+def _finished_clients(pods: Sequence[JSON]) -> list[JSON]:
+    """One pod per client Job, in the order of the Jobs' names: the one that finished (a
+    retried pod of the same Job is left out), else the newest."""
+    by_job: dict[str, JSON] = {}
+    for p in pods:
+        job = str((p["metadata"].get("labels") or {}).get("job-name", ""))
+        done = (p.get("status") or {}).get("phase") == "Succeeded"
+        if job not in by_job or done:
+            by_job[job] = p
+    return [by_job[j] for j in sorted(by_job)]
