@@ -29,3 +29,8 @@ _.redirect_request
 # pymysql reads it before every read (adapters/mysql.py: the greeting within the connect
 # timeout, queries within the longer read timeout; pymysql has no setter).
 _._read_timeout
+
+# The usage reading of issue 26 (domain/resources/usage.py), fixed on r26 before its users:
+# the Prometheus and metrics-server adapters and the step's resource block land beside it.
+_.cpu_cores  # PodUsage, NodeUsage
+_.UsageSource  # the Protocol the adapters implement

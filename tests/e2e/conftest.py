@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pymysql
 import pytest
 from kubernetes import client
 
@@ -33,7 +32,7 @@ from testbed.kube import (
     wait_for,
 )
 from testbed.runs import CONTROLLER_LOG_ENV, RunBed, add_db_secret
-from testbed.services import mariadb_info, start_mariadb_tls, stop_mariadb_tls
+from testbed.services import connect, mariadb_info, start_mariadb_tls, stop_mariadb_tls
 
 #: Files that share something global, each group run on one pytest-xdist worker, one file
 #: after the other (`make e2e`): each of these installs deploy/ cluster-wide
@@ -92,10 +91,7 @@ def mariadb(testbed: Testbed) -> dict[str, Any]:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     if worker != "gw0":
         info["database"] = f"sbtest_{re.sub(r'[^a-z0-9]', '_', worker)}"
-        conn = pymysql.connect(
-            host=str(info["host"]), port=int(info["port"]),
-            user=str(info["user"]), password=str(info["password"]),
-        )  # fmt: skip
+        conn = connect(info)
         try:
             with conn.cursor() as cur:
                 cur.execute(f"CREATE DATABASE IF NOT EXISTS `{info['database']}`")
