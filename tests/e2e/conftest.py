@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from testbed import prometheus
 from testbed.bed import bring_up, tear_down
 from testbed.certs import CA, Pem
 from testbed.cluster import Testbed
@@ -240,6 +241,21 @@ def bed(
 ) -> RunBed:
     """A fresh namespace holding the Secret `db`, with builders for runs and stand-in clusters."""
     return RunBed(api, core, namespace, mariadb)
+
+
+# ---------------------------------------------------------------------- Prometheus
+@pytest.fixture(scope="module")
+def kubelet_prometheus(testbed: Testbed) -> Iterator[str]:
+    """This worker's Prometheus scraping the node agent's cAdvisor as the kubelet job
+    (testbed.prometheus.kubelet_job), up with its target; yields its URL. A test may stop it
+    (`prometheus.stop(testbed, worker=os.environ.get("PYTEST_XDIST_WORKER"))`)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    url = prometheus.start(testbed, prometheus.kubelet_job(testbed), worker=worker)
+    try:
+        wait_for(lambda: prometheus.query(url, 'up{job="kubelet"} == 1'), 30, "kubelet job up")
+        yield url
+    finally:
+        prometheus.stop(testbed, worker=worker)
 
 
 # ---------------------------------------------------------------------- TLS

@@ -1,16 +1,14 @@
 """The test bed's cAdvisor series, scraped by its real Prometheus, against /proc (#26).
 
 The node agent exports per-container CPU seconds from /proc (testbed.cadvisor); Prometheus
-scrapes them as the kubelet job; the default PromQL of a pod's cores over a window must
+scrapes them as the kubelet job (the `kubelet_prometheus` fixture); the default PromQL of a pod's cores over a window must
 agree with this test's own reading of the same processes from /proc (testbed.procstat).
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,18 +27,6 @@ pytestmark = pytest.mark.e2e
 WINDOW = 20
 #: Series as kube-prometheus's kubelet job has them; container!="" leaves the pods' cgroups.
 SELECTOR = 'job="kubelet",metrics_path="/metrics/cadvisor",namespace="{ns}",container!=""'
-
-
-@pytest.fixture(scope="module")
-def prom(testbed: Testbed) -> Iterator[str]:
-    """This worker's Prometheus with the kubelet job, up and scraping the agent's cAdvisor."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    url = prometheus.start(testbed, prometheus.kubelet_job(testbed), worker=worker)
-    try:
-        wait_for(lambda: prometheus.query(url, 'up{job="kubelet"} == 1'), 30, "the kubelet job up")
-        yield url
-    finally:
-        prometheus.stop(testbed, worker=worker)
 
 
 def promql_cores(url: str, ns: str, at: float, window: int) -> dict[str, float]:
@@ -99,9 +85,9 @@ def agree(prom_cores: float, proc_cores: float) -> bool:
 
 
 def test_prometheus_cores_of_the_tidb_pod_bound_to_mariadb_and_of_a_burning_tikv_match_proc(
-    bed: RunBed, testbed: Testbed, prom: str
+    bed: RunBed, testbed: Testbed, kubelet_prometheus: str
 ) -> None:
-    ns, core = bed.namespace, bed.core
+    ns, core, prom = bed.namespace, bed.core, kubelet_prometheus
     bed.cluster("basic", {"pd": ["node2"], "tikv": ["node2", "node3"], "tidb": ["node3"]})
     annotate(core, ns, "basic-tidb-0", {CPU_OF_ANNOTATION: "mariadb"})
     annotate(core, ns, "basic-tikv-0", {BURN_ANNOTATION: "0.5"})
@@ -158,9 +144,9 @@ def test_prometheus_cores_of_the_tidb_pod_bound_to_mariadb_and_of_a_burning_tikv
 
 
 def test_a_cpu_limit_of_a_quarter_core_caps_a_burn_of_one_core(
-    bed: RunBed, testbed: Testbed, prom: str
+    bed: RunBed, testbed: Testbed, kubelet_prometheus: str
 ) -> None:
-    ns = bed.namespace
+    ns, prom = bed.namespace, kubelet_prometheus
     pod = standin_pod("capped-tikv-0", ns, "capped", "tikv", "node3")
     pod["metadata"]["annotations"] = {BURN_ANNOTATION: "1.0"}
     pod["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "250m"}}

@@ -40,6 +40,9 @@ What it does, as a kubelet would:
   exec protocol (`kubectl exec`, kubernetes.stream.stream): a pod annotated
   `testbed.tidbbench.io/exec: {"/pd-ctl": ["python", "-m", "..."]}` runs that local argv
   prefix plus the command's remaining words (e.g. a stand-in PD pod "has" /pd-ctl).
+- `/metrics/cadvisor` on a plain http port (`--cadvisor-port`) serves each container's CPU
+  seconds and working set from /proc, and those of stand-in pods bound to a real process
+  or a CPU burner by annotation (testbed.cadvisor).
 
 It is test code: the controller never knows it is there.
 """

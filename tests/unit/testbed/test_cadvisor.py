@@ -120,3 +120,40 @@ def test_the_sampler_interpolates_between_samples_and_refuses_times_outside_them
     assert sampler.cores(101.0, 103.0) == pytest.approx((2.0 - 1.5) / 2)
     with pytest.raises(ValueError):
         sampler.seconds_at(99.0)
+
+
+def test_a_standin_bound_to_a_process_and_burning_too_reports_the_sum_of_both(
+    tmp_path: Path,
+) -> None:
+    exporter = Cadvisor(tmp_path, lambda: [])
+    (tmp_path / "mariadb.pid").write_text(str(os.getpid()))
+    both = {CPU_OF_ANNOTATION: "mariadb", BURN_ANNOTATION: "0.2"}
+    exporter.sync_standin(pod("u5", "basic-tidb-0", "node3", both))
+    try:
+        time.sleep(0.5)
+        exporter.sample()
+        reported = exporter.containers[("u5", "tikv")].counter.seconds
+        own = read_stat(os.getpid())
+        burner = [read_stat(p) for p in burner_pids("ns", "basic-tidb-0")]
+        assert own is not None and burner and all(burner)
+        burnt = sum(b.cpu_seconds for b in burner if b is not None)
+        assert burnt > 0
+        assert reported == pytest.approx(own.cpu_seconds + burnt, abs=0.05)
+    finally:
+        exporter.forget("u5")
+    assert burner_pids("ns", "basic-tidb-0") == []
+
+
+def test_each_pytest_worker_has_its_own_prometheus_and_the_kubelet_job_reads_the_exporter() -> None:
+    from testbed.cluster import Ports, Testbed
+    from testbed.prometheus import kubelet_job, slot
+
+    assert slot(None) == slot("gw0") == ("prometheus", 5)
+    assert slot("gw1") == ("prometheus-1", 21)
+    job = kubelet_job(Testbed(ports=Ports(base=17600)))
+    assert (job["job_name"], job["metrics_path"], job["honor_labels"]) == (
+        "kubelet",
+        "/metrics/cadvisor",
+        True,
+    )
+    assert job["static_configs"][0]["targets"] == ["127.0.0.1:17610"]
