@@ -1,8 +1,9 @@
 """The test bed's cAdvisor series, scraped by its real Prometheus, against /proc (#26).
 
 The node agent exports per-container CPU seconds from /proc (testbed.cadvisor); Prometheus
-scrapes them as the kubelet job (the `kubelet_prometheus` fixture); the default PromQL of a pod's cores over a window must
-agree with this test's own reading of the same processes from /proc (testbed.procstat).
+scrapes them as the kubelet job (the `kubelet_prometheus` fixture); the default PromQL of
+a pod's cores over a window must agree with this test's own reading of the same processes
+from /proc (testbed.procstat).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import time
 from typing import Any
 
 import pytest
-from kubernetes import client
 
 from testbed import prometheus
 from testbed.cadvisor import BURN_ANNOTATION, CPU_OF_ANNOTATION
@@ -76,10 +76,6 @@ class SqlLoad:
         self.thread.join(timeout=30)
 
 
-def annotate(core: client.CoreV1Api, ns: str, pod: str, notes: dict[str, str | None]) -> None:
-    core.patch_namespaced_pod(pod, ns, {"metadata": {"annotations": notes}})
-
-
 def agree(prom_cores: float, proc_cores: float) -> bool:
     return abs(prom_cores - proc_cores) <= 0.10 * proc_cores
 
@@ -87,10 +83,10 @@ def agree(prom_cores: float, proc_cores: float) -> bool:
 def test_prometheus_cores_of_the_tidb_pod_bound_to_mariadb_and_of_a_burning_tikv_match_proc(
     bed: RunBed, testbed: Testbed, kubelet_prometheus: str
 ) -> None:
-    ns, core, prom = bed.namespace, bed.core, kubelet_prometheus
+    ns, prom = bed.namespace, kubelet_prometheus
     bed.cluster("basic", {"pd": ["node2"], "tikv": ["node2", "node3"], "tidb": ["node3"]})
-    annotate(core, ns, "basic-tidb-0", {CPU_OF_ANNOTATION: "mariadb"})
-    annotate(core, ns, "basic-tikv-0", {BURN_ANNOTATION: "0.5"})
+    bed.annotate("basic-tidb-0", {CPU_OF_ANNOTATION: "mariadb"})
+    bed.annotate("basic-tikv-0", {BURN_ANNOTATION: "0.5"})
     wait_for(lambda: burner_pids(ns, "basic-tikv-0"), 10, "the TiKV pod's burner")
     with (
         SqlLoad(bed.mariadb),
@@ -111,7 +107,8 @@ def test_prometheus_cores_of_the_tidb_pod_bound_to_mariadb_and_of_a_burning_tikv
         f"/proc {tikv:.3f}; all pods {cores}"
     )
     assert tidb > 0.2, f"the SQL load did not reach MariaDB: {tidb:.3f} cores"
-    assert 0.35 < tikv < 0.6, f"the 0.5-core burner used {tikv:.3f} cores"
+    # Above 0.5 it would not be the asked rate; below, a busy machine may starve it a little.
+    assert 0.3 < tikv < 0.55, f"the 0.5-core burner used {tikv:.3f} cores"
     assert agree(cores["basic-tidb-0"], tidb), (cores, tidb)
     assert agree(cores["basic-tikv-0"], tikv), (cores, tikv)
     assert cores.get("basic-tikv-1", 0.0) < 0.01 and cores.get("basic-pd-0", 0.0) < 0.01
@@ -127,7 +124,7 @@ def test_prometheus_cores_of_the_tidb_pod_bound_to_mariadb_and_of_a_burning_tikv
 
     # The burner annotation removed on the live pod: its cores fall to ~0 within seconds.
     removed = time.time()
-    annotate(core, ns, "basic-tikv-0", {BURN_ANNOTATION: None})
+    bed.annotate("basic-tikv-0", {BURN_ANNOTATION: None})
     wait_for(lambda: not burner_pids(ns, "basic-tikv-0"), 5, "the burner stopped")
     stopped = time.time() - removed
 
@@ -165,5 +162,5 @@ def test_a_cpu_limit_of_a_quarter_core_caps_a_burn_of_one_core(
         f"\nburn 1.0 under a 250m limit over 15 s: Prometheus "
         f"{cores.get('capped-tikv-0')} /proc {measured:.3f}"
     )
-    assert 0.2 < measured < 0.3, f"the capped burner used {measured:.3f} cores"
+    assert 0.15 < measured < 0.28, f"the capped burner used {measured:.3f} cores"
     assert agree(cores["capped-tikv-0"], measured), (cores, measured)
