@@ -39,3 +39,7 @@ _.median_trial  # domain/resources/derive.py: the block a step of several trials
 _.describe_resources  # domain/resources/describe.py
 _.pod_facts  # domain/resources/facts.py
 _.node_facts  # domain/resources/facts.py
+# The usage reading of issue 26 (domain/resources/usage.py), fixed on r26 before its users:
+# the Prometheus and metrics-server adapters and the step's resource block land beside it.
+_.cpu_cores  # PodUsage, NodeUsage
+_.UsageSource  # the Protocol the adapters implement

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pymysql
 import pytest
 from kubernetes import client
 
+from testbed import prometheus
 from testbed.bed import bring_up, tear_down
 from testbed.certs import CA, Pem
 from testbed.cluster import Testbed
@@ -33,7 +33,7 @@ from testbed.kube import (
     wait_for,
 )
 from testbed.runs import CONTROLLER_LOG_ENV, RunBed, add_db_secret
-from testbed.services import mariadb_info, start_mariadb_tls, stop_mariadb_tls
+from testbed.services import connect, mariadb_info, start_mariadb_tls, stop_mariadb_tls
 
 #: Files that share something global, each group run on one pytest-xdist worker, one file
 #: after the other (`make e2e`): each of these installs deploy/ cluster-wide
@@ -92,10 +92,7 @@ def mariadb(testbed: Testbed) -> dict[str, Any]:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     if worker != "gw0":
         info["database"] = f"sbtest_{re.sub(r'[^a-z0-9]', '_', worker)}"
-        conn = pymysql.connect(
-            host=str(info["host"]), port=int(info["port"]),
-            user=str(info["user"]), password=str(info["password"]),
-        )  # fmt: skip
+        conn = connect(info)
         try:
             with conn.cursor() as cur:
                 cur.execute(f"CREATE DATABASE IF NOT EXISTS `{info['database']}`")
@@ -244,6 +241,21 @@ def bed(
 ) -> RunBed:
     """A fresh namespace holding the Secret `db`, with builders for runs and stand-in clusters."""
     return RunBed(api, core, namespace, mariadb)
+
+
+# ---------------------------------------------------------------------- Prometheus
+@pytest.fixture(scope="module")
+def kubelet_prometheus(testbed: Testbed) -> Iterator[str]:
+    """This worker's Prometheus scraping the node agent's cAdvisor as the kubelet job
+    (testbed.prometheus.kubelet_job), up with its target; yields its URL. A test may stop it
+    (`prometheus.stop(testbed, worker=os.environ.get("PYTEST_XDIST_WORKER"))`)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    url = prometheus.start(testbed, prometheus.kubelet_job(testbed), worker=worker)
+    try:
+        wait_for(lambda: prometheus.query(url, 'up{job="kubelet"} == 1'), 30, "kubelet job up")
+        yield url
+    finally:
+        prometheus.stop(testbed, worker=worker)
 
 
 # ---------------------------------------------------------------------- TLS

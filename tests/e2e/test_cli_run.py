@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pymysql
 import pytest
 import yaml
 
 from testbed.fake_pd import API, FakePD, field_note_stores
+from testbed.services import connect
 
 pytestmark = pytest.mark.e2e
 
@@ -28,12 +28,7 @@ def database(mariadb: dict[str, Any]) -> Iterator[str]:
     """A database of this test's own: other suites share the MariaDB and its sbtest tables."""
     name = "clirun_" + secrets.token_hex(3)
     yield name
-    conn = pymysql.connect(
-        host=str(mariadb["host"]),
-        port=int(mariadb["port"]),
-        user=str(mariadb["user"]),
-        password=str(mariadb["password"]),
-    )
+    conn = connect(mariadb)
     try:
         with conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
@@ -110,10 +105,7 @@ def cli_run(
 
 
 def database_exists(mariadb: dict[str, Any], name: str) -> bool:
-    conn = pymysql.connect(
-        host=str(mariadb["host"]), port=int(mariadb["port"]),
-        user=str(mariadb["user"]), password=str(mariadb["password"]),
-    )  # fmt: skip
+    conn = connect(mariadb)
     try:
         with conn.cursor() as cur:
             return bool(cur.execute("SHOW DATABASES LIKE %s", (name,)))

@@ -40,6 +40,9 @@ What it does, as a kubelet would:
   exec protocol (`kubectl exec`, kubernetes.stream.stream): a pod annotated
   `testbed.tidbbench.io/exec: {"/pd-ctl": ["python", "-m", "..."]}` runs that local argv
   prefix plus the command's remaining words (e.g. a stand-in PD pod "has" /pd-ctl).
+- `/metrics/cadvisor` on a plain http port (`--cadvisor-port`) serves each container's CPU
+  seconds and working set from /proc, and those of stand-in pods bound to a real process
+  or a CPU burner by annotation (testbed.cadvisor).
 
 It is test code: the controller never knows it is there.
 """
@@ -75,6 +78,9 @@ from typing import Any
 
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
+
+from testbed.cadvisor import Cadvisor
+from testbed.cadvisor import serve as serve_cadvisor
 
 log = logging.getLogger("testbed.agent")
 
@@ -122,6 +128,10 @@ class Agent:
         #: Pods whose node "does not answer" (fault NodeUnreachable): never reported again.
         self.unreachable: set[str] = set()
         self.faults: dict[str, str] = {}
+        #: Per-container CPU and memory of what this agent runs or binds (testbed.cadvisor).
+        self.cadvisor = Cadvisor(
+            workdir.parent, lambda: [n.metadata.name for n in api.list_node().items]
+        )
         server = urllib.parse.urlparse(api.api_client.configuration.host)
         self.service_env = {
             "KUBERNETES_SERVICE_HOST": server.hostname or "127.0.0.1",
@@ -197,16 +207,20 @@ class Agent:
             return
         if self.inject_fault(pod):
             return
+        labels = pod.metadata.labels or {}
+        annotations = pod.metadata.annotations or {}
+        standin = (
+            labels.get("app.kubernetes.io/component") in STANDIN_COMPONENTS
+            or annotations.get(STANDIN_ANNOTATION) == "true"
+        )
+        if standin:
+            # At every event, not only the first: a test changes a live pod's burner.
+            self.cadvisor.sync_standin(pod)
         with self.lock:
             if uid in self.handled:
                 return
             self.handled.add(uid)
-        labels = pod.metadata.labels or {}
-        annotations = pod.metadata.annotations or {}
-        if (
-            labels.get("app.kubernetes.io/component") in STANDIN_COMPONENTS
-            or annotations.get(STANDIN_ANNOTATION) == "true"
-        ):
+        if standin:
             self.mark_standin_running(pod)
         elif pod.spec.restart_policy == "Always":
             threading.Thread(target=self.run_service_pod, args=(pod,), daemon=True).start()
@@ -222,6 +236,7 @@ class Agent:
             t.start()
         for t in threads:
             t.join()
+        self.cadvisor.forget(uid)
 
     # ---- fault injection (tests) -----------------------------------------------------------
     def inject_fault(self, pod: Any) -> bool:
@@ -635,7 +650,7 @@ class Agent:
         ]
         out = logfile.open("ab")
         try:
-            return subprocess.Popen(
+            proc = subprocess.Popen(
                 wrapped,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -646,6 +661,8 @@ class Agent:
             )
         finally:
             out.close()
+        self.cadvisor.started(pod, c.name, proc.pid)
+        return proc
 
     def volume_mounts(self, pod: Any, c: Any) -> list[tuple[str, str, bool]]:
         """(source dir, mountPath, read-only) of the container's volumes, their content
@@ -1186,6 +1203,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kubeconfig", required=True)
     p.add_argument("--workdir", required=True)
     p.add_argument("--port", type=int, required=True, help="kubelet log endpoint port")
+    p.add_argument("--cadvisor-port", type=int, help="/metrics/cadvisor port (plain http)")
     p.add_argument("--cert", required=True)
     p.add_argument("--key", required=True)
     p.add_argument("--path-prefix", default=str(Path(sys.executable).parent))
@@ -1194,6 +1212,9 @@ def main(argv: list[str] | None = None) -> int:
     config.load_kube_config(config_file=args.kubeconfig)
     agent = Agent(client.CoreV1Api(), Path(args.workdir), args.path_prefix)
     serve_logs(agent, args.port, Path(args.cert), Path(args.key))
+    if args.cadvisor_port:
+        serve_cadvisor(agent.cadvisor, args.cadvisor_port)
+        log.info("cadvisor on 127.0.0.1:%d/metrics/cadvisor", args.cadvisor_port)
     log.info("agent up; log endpoint on 127.0.0.1:%d", args.port)
     agent.run()
     return 0

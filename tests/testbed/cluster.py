@@ -59,6 +59,7 @@ class Ports:
     mariadb: int = 0
     kubelet: int = 0
     mariadb_tls: int = 0
+    cadvisor: int = 0
 
     def __post_init__(self) -> None:
         self.etcd_client = self.base
@@ -67,6 +68,8 @@ class Ports:
         self.mariadb = self.base + 3
         self.kubelet = self.base + 4
         self.mariadb_tls = self.base + 8  # started by the TLS tests only (+5 is Prometheus)
+        # The node agent's /metrics/cadvisor (+9 stays unused: a test's unreachable PD).
+        self.cadvisor = self.base + 10
 
     def named(self) -> dict[str, int]:
         """Every port with the component that owns it."""
@@ -77,6 +80,7 @@ class Ports:
             "mariadb": self.mariadb,
             "node agent (kubelet log endpoint)": self.kubelet,
             "mariadb with TLS (TLS tests)": self.mariadb_tls,
+            "node agent (/metrics/cadvisor)": self.cadvisor,
         }
 
 

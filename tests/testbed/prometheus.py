@@ -1,11 +1,18 @@
-"""Debian's Prometheus on the test bed: scrapes the controller pod, evaluates deploy/'s alerts.
+"""Debian's Prometheus on the test bed: scrapes the controller pod and the node agent's
+cAdvisor, evaluates deploy/'s alerts.
 
-It listens on loopback only, on a port derived from the test bed's port base, keeps its
-data in the test bed's state dir, and is stopped with the rest of the test bed (its pid
-file is there). The scrape job is what the Prometheus Operator makes of
-deploy/overlays/monitoring/servicemonitor.yaml: job = the Service's name, the endpoint's
-path, the pod's port the Service's `metrics` targetPort names — with a 2 s interval instead
-of 60 s so a test waits seconds, not minutes. The alert rules are the PrometheusRule's spec.
+It listens on loopback only, on a port derived from the test bed's port base (base+5; a
+pytest-xdist worker n past the first: base+20+n, `slot`), keeps its data in the test bed's
+state dir, and is stopped with the rest of the test bed (its pid file is there) or alone
+(`stop`, as a test does mid-run). Its jobs:
+- `scrape_config`: what the Prometheus Operator makes of
+  deploy/overlays/monitoring/servicemonitor.yaml: job = the Service's name, the endpoint's
+  path, the pod's port the Service's `metrics` targetPort names — with a 2 s interval
+  instead of 60 s so a test waits seconds, not minutes;
+- `kubelet_job`: kube-prometheus's kubelet ServiceMonitor's cAdvisor endpoint (job
+  `kubelet`, path /metrics/cadvisor, honorLabels, the `metrics_path` label) on the node
+  agent's exporter (testbed.cadvisor), every second.
+The alert rules are the PrometheusRule's spec.
 """
 
 from __future__ import annotations
@@ -25,10 +32,18 @@ MONITORING = REPO_ROOT / "deploy" / "overlays" / "monitoring"
 #: Offset from the port base (the control plane uses base .. base+4).
 PORT_OFFSET = 5
 SCRAPE_INTERVAL = "2s"
+KUBELET_INTERVAL = "1s"
 
 
-def port(tb: Testbed) -> int:
-    return tb.ports.base + PORT_OFFSET
+def slot(worker: str | None) -> tuple[str, int]:
+    """Prometheus's state name and port offset for a pytest-xdist worker (`gw1`, ...): one
+    pytest without xdist (or its first worker) keeps `prometheus` on base+5."""
+    n = int(worker[2:]) if worker and worker.startswith("gw") and worker[2:].isdigit() else 0
+    return ("prometheus", PORT_OFFSET) if n == 0 else (f"prometheus-{n}", 20 + n)
+
+
+def port(tb: Testbed, worker: str | None = None) -> int:
+    return tb.ports.base + slot(worker)[1]
 
 
 def scrape_config(pod_ip: str, pod_name: str, metrics_port: int) -> dict[str, Any]:
@@ -55,18 +70,44 @@ def scrape_config(pod_ip: str, pod_name: str, metrics_port: int) -> dict[str, An
     }
 
 
-def start(tb: Testbed, job: dict[str, Any]) -> str:
-    """Start Prometheus with `job` and the PrometheusRule's alerts; returns its base URL."""
+def kubelet_job(tb: Testbed) -> dict[str, Any]:
+    """The scrape job kube-prometheus's kubelet ServiceMonitor makes of its cAdvisor endpoint,
+    on the node agent's exporter: its series carry `node` themselves (honor_labels), where
+    the Operator relabels it from the endpoint's Node."""
+    return {
+        "job_name": "kubelet",
+        "metrics_path": "/metrics/cadvisor",
+        "honor_labels": True,
+        "honor_timestamps": False,
+        "scrape_interval": KUBELET_INTERVAL,
+        "scrape_timeout": "1s",
+        "static_configs": [
+            {
+                "targets": [f"127.0.0.1:{tb.ports.cadvisor}"],
+                "labels": {"service": "kubelet", "endpoint": "https-metrics"},
+            }
+        ],
+        "relabel_configs": [
+            {"source_labels": ["__metrics_path__"], "target_label": "metrics_path"}
+        ],
+    }
+
+
+def start(tb: Testbed, *jobs: dict[str, Any], worker: str | None = None) -> str:
+    """Start Prometheus with `jobs` and the PrometheusRule's alerts; returns its base URL.
+
+    `worker`: the pytest-xdist worker (PYTEST_XDIST_WORKER), whose own Prometheus it is."""
     exe = shutil.which("prometheus")
     if exe is None:
         raise TestbedError("`prometheus` is not installed: run `make deps`")
-    listen = port(tb)
+    name = slot(worker)[0]
+    listen = port(tb, worker)
     if port_in_use(listen):
         raise TestbedError(
             f"port {listen} (Prometheus) is in use on 127.0.0.1: another test bed may be up, "
             "or set TIDB_BENCH_TESTBED_PORT_BASE to another base port"
         )
-    home = tb.state / "prometheus"
+    home = tb.state / name
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
     rule = yaml.safe_load((MONITORING / "prometheusrule.yaml").read_text())
@@ -74,11 +115,11 @@ def start(tb: Testbed, job: dict[str, Any]) -> str:
     config = {
         "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
         "rule_files": [str(home / "rules.yaml")],
-        "scrape_configs": [job],
+        "scrape_configs": list(jobs),
     }
     (home / "prometheus.yml").write_text(yaml.safe_dump(config))
     tb._spawn(
-        "prometheus",
+        name,
         [
             exe,
             f"--config.file={home / 'prometheus.yml'}",
@@ -91,7 +132,7 @@ def start(tb: Testbed, job: dict[str, Any]) -> str:
     url = f"http://127.0.0.1:{listen}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        tb._alive_or_raise("prometheus")
+        tb._alive_or_raise(name)
         try:
             with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
                 if r.status == 200:
@@ -100,15 +141,15 @@ def start(tb: Testbed, job: dict[str, Any]) -> str:
             pass
         time.sleep(0.3)
     raise TestbedError(
-        f"Prometheus not ready in 30 s; log: {tb.log_of('prometheus')}\n"
-        + tail(tb.log_of("prometheus"))
+        f"Prometheus not ready in 30 s; log: {tb.log_of(name)}\n" + tail(tb.log_of(name))
     )
 
 
-def stop(tb: Testbed) -> None:
+def stop(tb: Testbed, worker: str | None = None) -> None:
+    """Stop that Prometheus (its data stays until the next start)."""
     from testbed.cluster import stop_pidfile
 
-    stop_pidfile(tb.state / "prometheus.pid")
+    stop_pidfile(tb.state / f"{slot(worker)[0]}.pid")
 
 
 def api(url: str, path: str, **params: str) -> Any:

@@ -285,6 +285,12 @@ class RunBed:
         (placement maps a component to its replicas' nodes; spread=, exec_commands=, tls=)."""
         return create_standin_cluster(self.api, self.namespace, name, placement, **options)
 
+    def annotate(self, pod: str, notes: dict[str, str | None]) -> None:
+        """Set (None: remove) annotations of a pod in this namespace, e.g. a stand-in's
+        `testbed.tidbbench.io/burn` or `cpu-of` (testbed.cadvisor), which the node agent
+        applies to the live pod at once."""
+        self.core.patch_namespaced_pod(pod, self.namespace, {"metadata": {"annotations": notes}})
+
 
 def why_not(st: dict[str, Any]) -> str:
     """A run's outcome in a few lines: its conditions, then each step's validity, notes and

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from testbed.cluster import (
     Testbed,
@@ -49,6 +50,7 @@ def start_agent(tb: Testbed) -> None:
             f"--kubeconfig={tb.kubeconfig}",
             f"--workdir={workdir}",
             f"--port={tb.ports.kubelet}",
+            f"--cadvisor-port={tb.ports.cadvisor}",
             f"--cert={tb.pki / 'apiserver.crt'}",
             f"--key={tb.pki / 'apiserver.key'}",
             f"--path-prefix={Path(sys.executable).parent}",
@@ -178,6 +180,16 @@ def start_mariadb(tb: Testbed) -> None:
             }
         )
     )
+
+
+def connect(info: dict[str, Any]) -> Any:
+    """A pymysql connection as the sbtest user of a MariaDB (`mariadb_info`, the fixture's)."""
+    import pymysql
+
+    return pymysql.connect(
+        host=str(info["host"]), port=int(info["port"]),
+        user=str(info["user"]), password=str(info["password"]),
+    )  # fmt: skip
 
 
 def mariadb_alive(tb: Testbed) -> bool:
