@@ -29,3 +29,8 @@ _.redirect_request
 # pymysql reads it before every read (adapters/mysql.py: the greeting within the connect
 # timeout, queries within the longer read timeout; pymysql has no setter).
 _._read_timeout
+
+# The usage reading a resource source returns (domain/resources/usage.py, issue 26): the
+# adapters (Prometheus, metrics-server) and the derivation another change of #26 adds use them.
+_.cpu_cores  # PodUsage, NodeUsage
+_.UsageSource  # the Protocol the adapters implement

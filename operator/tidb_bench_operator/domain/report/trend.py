@@ -1,9 +1,11 @@
-"""`tidb-bench report` for a BenchmarkSchedule: its history as a table, and per step a trend
+"""`tidb-bench report` for a BenchmarkSchedule: its QPS and efficiency verdicts, its history
+as a table, and per step a trend
 chart of QPS night by night (each valid trial a dot, the step's median a line) with the
 change points found over the history (domain/stats/trend.py) marked where the level moved."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from xml.sax.saxutils import quoteattr
 
@@ -37,9 +39,17 @@ def render_schedule_markdown(report: ScheduleReport) -> str:
     """The schedule's latest verdict, its change points and its history, oldest first."""
     status = report.status
     lines = [f"# BenchmarkSchedule {cell(report.name)}", ""]
+    latest = status.last_successful_run or "the latest successful run"
     if status.verdict:
-        latest = status.last_successful_run or "the latest successful run"
         lines += [f"Latest verdict: **{cell(status.verdict)}** ({cell(latest)}).", ""]
+    if status.efficiency:
+        lines += [
+            f"Latest efficiency verdict (server CPU per query): **{cell(status.efficiency)}** "
+            f"({cell(latest)}).",
+            "",
+        ]
+    elif status.verdict:
+        lines += ["No efficiency verdict: the latest run's steps have no resource data.", ""]
     lines += ["## Change points", ""]
     if status.change_points:
         lines += [f"- {cell(describe_change_point(p))}" for p in status.change_points]
@@ -49,21 +59,25 @@ def render_schedule_markdown(report: ScheduleReport) -> str:
         "",
         "## History",
         "",
-        "| # | run | finished | outcome | verdict | peak QPS | steps: threads QPS (trials) |",
-        "| ---: | :--- | :--- | :--- | :--- | ---: | :--- |",
+        "| # | run | finished | outcome | verdict | efficiency | peak QPS | "
+        "steps: threads QPS (trials), CPU ms/query |",
+        "| ---: | :--- | :--- | :--- | :--- | :--- | ---: | :--- |",
     ]
     for number, entry in enumerate(status.history, start=1):
         finished = entry.finished_at.strftime("%Y-%m-%d %H:%M") if entry.finished_at else "—"
         steps = ", ".join(
-            f"{s.threads} thr {rate(s.qps)}" + (f" ({len(s.trials)})" if s.trials else "")
+            f"{s.threads} thr {rate(s.qps)}"
+            + (f" ({len(s.trials)})" if s.trials else "")
+            + (f" {statistics.median(s.cpu_ms_per_query):.3g} ms" if s.cpu_ms_per_query else "")
             for s in entry.steps
         )
         lines.append(
             f"| {number} | {cell(entry.name)} | {finished} | {entry.outcome} | "
-            f"{entry.verdict or '—'} | {rate(entry.peak_qps)} | {cell(steps) or '—'} |"
+            f"{entry.verdict or '—'} | {entry.efficiency or '—'} | {rate(entry.peak_qps)} | "
+            f"{cell(steps) or '—'} |"
         )
     if not status.history:
-        lines.append("| | — | | | | | no finished runs yet |")
+        lines.append("| | — | | | | | | no finished runs yet |")
     return "\n".join(lines) + "\n"
 
 
