@@ -24,7 +24,7 @@ from tidb_bench_operator.domain.report.chart import render_svg
 from tidb_bench_operator.domain.report.html import render_html
 from tidb_bench_operator.domain.report.markdown import render_markdown
 from tidb_bench_operator.domain.report.model import run_report, schedule_report
-from tidb_bench_operator.domain.report.trend import render_schedule_markdown
+from tidb_bench_operator.domain.report.trend import render_schedule_markdown, render_schedule_svg
 from tidb_bench_operator.domain.stats.inference import compare_runs
 
 PS = "oltp_point_select"
@@ -197,3 +197,25 @@ def test_the_schedules_report_shows_the_efficiency_verdict_and_each_nights_cpu_p
     text = render_schedule_markdown(schedule_report("nightly", sched))
     assert "Latest efficiency verdict (server CPU per query): **Regressed** (nightly-2)." in text
     assert "| NoChange | Regressed | 49,193 | 128 thr 49,193 (3) 0.16 ms |" in text
+
+
+def test_the_schedules_chart_draws_cpu_per_query_night_by_night_under_qps() -> None:
+    def night(n: int, cpu: list[float]) -> HistoryEntry:
+        return HistoryEntry(
+            name=f"nightly-{n}",
+            outcome="Succeeded",
+            steps=[HistoryStep(workload=PS, threads=128, qps=49000.0, trials=[49000.0] * 3,
+                               cpu_ms_per_query=cpu)],
+        )  # fmt: skip
+
+    nights = [night(1, []), night(2, [0.113, 0.114, 0.115]), night(3, [0.158, 0.16, 0.162])]
+    chart = render_schedule_svg(schedule_report("nightly", BenchmarkScheduleStatus(history=nights)))
+    root = ET.fromstring(chart)
+    [cpu] = [p for p in root.iter(f"{SVG}path") if p.get("class") == "trend-cpu"]
+    assert cpu.get("d", "").count("L") == 1  # the two nights with resource data
+    tips = [c.findtext(f"{SVG}title") for c in root.iter(f"{SVG}circle")]
+    assert "nightly-3: 0.16 CPU ms/query" in tips
+    without = render_schedule_svg(
+        schedule_report("nightly", BenchmarkScheduleStatus(history=[night(1, [])]))
+    )
+    assert "trend-cpu" not in without and "CPU ms per query" not in without
