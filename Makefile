@@ -118,7 +118,8 @@ docs-images: venv
 	$(REPORT) docs/report/point-select-tikv3.yaml --compare docs/report/point-select-tikv4.yaml \
 	  --compare examples/reference/published-sysbench.yaml --svg docs/report-compare.svg > /dev/null
 	$(REPORT) docs/report/failed-and-invalid.yaml --svg docs/report-failed-invalid.svg > /dev/null
-	for f in sweep compare failed-invalid; do rsvg-convert -o docs/report-$$f.png docs/report-$$f.svg; done
+	$(REPORT) docs/report/point-select-resources.yaml --svg docs/report-resources.svg > /dev/null
+	for f in sweep compare failed-invalid resources; do rsvg-convert -o docs/report-$$f.png docs/report-$$f.svg; done
 
 # Before/after proof of a refactoring (not in `make test`): parse, pd-check and report on
 # every input in tests/data/ give byte-identical output, exit code and files on BASE and here.

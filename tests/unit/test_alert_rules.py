@@ -18,6 +18,7 @@ RULE = REPO / "deploy" / "overlays" / "monitoring" / "prometheusrule.yaml"
 CASES = REPO / "tests" / "data" / "prometheus" / "alerts-test.yaml"
 ALERTS = {
     "TidbBenchRunRegressed",
+    "TidbBenchScheduleEfficiencyRegressed",
     "TidbBenchNightlyRunFailed",
     "TidbBenchRunFailed",
     "TidbBenchScheduleNotSucceeding",

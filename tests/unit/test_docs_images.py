@@ -26,6 +26,7 @@ IMAGES = {
         str(REFERENCE.relative_to(REPO)),
     ],
     "report-failed-invalid": ["docs/report/failed-and-invalid.yaml"],
+    "report-resources": ["docs/report/point-select-resources.yaml"],
 }
 
 

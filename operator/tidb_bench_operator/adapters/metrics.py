@@ -163,6 +163,13 @@ class Metrics:
             SCHEDULE_LABELS,
             registry=r,
         )
+        self.schedule_efficiency_regressed = Gauge(
+            "tidb_bench_schedule_efficiency_regressed",
+            "1 when the schedule's latest Succeeded run's server CPU per query regressed "
+            "against its baseline, else 0; absent when that run had no resource data.",
+            SCHEDULE_LABELS,
+            registry=r,
+        )
         self.schedule_period = Gauge(
             "tidb_bench_schedule_period_seconds",
             "Seconds between the schedule's next two fire times (absent while suspended): "
@@ -304,6 +311,12 @@ class Metrics:
             if peak is not None:
                 self.schedule_last_peak_qps.labels(*labels).set(float(peak))
             self.schedule_regressed.labels(*labels).set(1.0 if status.get("regressed") else 0.0)
+            efficiency = status.get("efficiency")
+            if efficiency is None:
+                _remove(self.schedule_efficiency_regressed, labels)
+            else:
+                flag = 1.0 if efficiency == "Regressed" else 0.0
+                self.schedule_efficiency_regressed.labels(*labels).set(flag)
             period = _period(body.get("spec") or {})
             if period is None:
                 _remove(self.schedule_period, labels)
@@ -319,6 +332,7 @@ class Metrics:
                 self.schedule_last_success,
                 self.schedule_last_peak_qps,
                 self.schedule_regressed,
+                self.schedule_efficiency_regressed,
                 self.schedule_period,
             ):
                 _remove(gauge, labels)

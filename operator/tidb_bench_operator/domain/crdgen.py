@@ -204,6 +204,7 @@ def _columns(kind: str) -> list[dict[str, Any]]:
         _column("Last Run", "date", ".status.lastScheduleTime", _text(st, "last_schedule_time")),
         _column("Last QPS", "number", ".status.lastPeakQps", _text(st, "last_peak_qps")),
         _column("Regressed", "boolean", ".status.regressed", _text(st, "regressed")),
+        _column("Efficiency", "string", ".status.efficiency", _text(st, "efficiency")),
         _AGE,
     ]
 

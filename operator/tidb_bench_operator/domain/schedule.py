@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tidb_bench_operator.domain.api.common import TERMINAL_PHASES
 from tidb_bench_operator.domain.api.results import StepKey
-from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus
+from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus, StepStatus
 from tidb_bench_operator.domain.api.schedule import BenchmarkScheduleSpec, HistoryEntry, HistoryStep
 from tidb_bench_operator.domain.stats.trials import valid_trial_qps
 from tidb_bench_operator.errors import SpecError
@@ -429,6 +429,7 @@ def compute_history_steps(status: BenchmarkRunStatus) -> list[HistoryStep]:
             qps=s.qps,
             latency_ms=s.latency_ms.value if s.latency_ms is not None else None,
             trials=valid_trial_qps(s),
+            cpu_ms_per_query=valid_trial_cpu(s),
         )
         for s in status.steps
         if s.qps is not None
@@ -436,6 +437,17 @@ def compute_history_steps(status: BenchmarkRunStatus) -> list[HistoryStep]:
         and s.valid is not False
         and s.target_rate is None
     ]
+
+
+def valid_trial_cpu(step: StepStatus) -> list[float]:
+    """Server CPU ms per query of the step's valid trials that have it; a step measured once
+    gives its resources' own. Empty when the step has no resource data."""
+    if step.trials:
+        return [
+            t.cpu_ms_per_query for t in step.trials if t.valid and t.cpu_ms_per_query is not None
+        ]
+    own = step.resources.cpu_ms_per_query if step.resources is not None else None
+    return [own] if own is not None and step.valid is not False else []
 
 
 def count_invalid_trials(status: BenchmarkRunStatus) -> int:
@@ -449,6 +461,11 @@ def count_invalid_trials(status: BenchmarkRunStatus) -> int:
 def step_trials(steps: Sequence[HistoryStep]) -> dict[StepKey, list[float]]:
     """(workload, threads) -> the valid trials' QPS (one value for a run measured once)."""
     return {(s.workload, s.threads): list(s.trials) or [s.qps] for s in steps}
+
+
+def step_cpu_trials(steps: Sequence[HistoryStep]) -> dict[StepKey, list[float]]:
+    """(workload, threads) -> the valid trials' CPU ms per query, for steps that have any."""
+    return {(s.workload, s.threads): list(s.cpu_ms_per_query) for s in steps if s.cpu_ms_per_query}
 
 
 def keep_fingerprints(entries: list[HistoryEntry], baseline_runs: int) -> list[HistoryEntry]:

@@ -36,6 +36,7 @@ METRICS: dict[str, str] = {
     "tidb_bench_schedule_last_success_timestamp_seconds": "gauge",
     "tidb_bench_schedule_last_peak_qps": "gauge",
     "tidb_bench_schedule_regressed": "gauge",
+    "tidb_bench_schedule_efficiency_regressed": "gauge",
     "tidb_bench_schedule_period_seconds": "gauge",
 }
 
@@ -207,8 +208,23 @@ def test_a_schedule_exports_its_last_success_peak_and_regression_flag() -> None:
     assert value(metrics, "tidb_bench_schedule_last_peak_qps", schedule="nightly") == 41000.0
     assert value(metrics, "tidb_bench_schedule_regressed", schedule="nightly") == 1.0
     assert value(metrics, "tidb_bench_schedule_last_success_timestamp_seconds") == 1772330700.0
+    assert value(metrics, "tidb_bench_schedule_efficiency_regressed", schedule="nightly") is None
     metrics.forget_schedule(body)
     assert value(metrics, "tidb_bench_schedule_regressed", schedule="nightly") is None
+
+
+def test_a_schedule_exports_its_efficiency_flag_while_its_latest_run_has_resource_data() -> None:
+    metrics = Metrics()
+    body: dict[str, Any] = {
+        "metadata": {"name": "nightly", "namespace": NS},
+        "status": {"regressed": False, "efficiency": "Regressed"},
+    }
+    metrics.observe_schedule(body)
+    assert value(metrics, "tidb_bench_schedule_efficiency_regressed", schedule="nightly") == 1.0
+    metrics.observe_schedule(body, {"efficiency": "NoChange"})
+    assert value(metrics, "tidb_bench_schedule_efficiency_regressed", schedule="nightly") == 0.0
+    metrics.observe_schedule(body, {"efficiency": None})
+    assert value(metrics, "tidb_bench_schedule_efficiency_regressed", schedule="nightly") is None
 
 
 SCHEDULE_SPEC = {
@@ -250,6 +266,7 @@ def test_every_declared_metric_is_what_the_registry_exposes() -> None:
             "spec": SCHEDULE_SPEC,
             "status": {
                 "lastPeakQps": 1.0,
+                "efficiency": "NoChange",
                 "history": [{"outcome": "Succeeded", "finishedAt": FINISHED}],
             },
         }

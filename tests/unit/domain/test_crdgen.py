@@ -217,7 +217,9 @@ def test_kubectl_get_benchmarkruns_shows_the_product_columns() -> None:
 def test_kubectl_get_benchmarkschedules_shows_schedule_and_regression_columns() -> None:
     columns = crdgen.build_crd("BenchmarkSchedule")["spec"]["versions"][0]
     names = [c["name"] for c in columns["additionalPrinterColumns"]]
-    assert names == ["Schedule", "Suspend", "Last Run", "Last QPS", "Regressed", "Age"]
+    assert names == [
+        "Schedule", "Suspend", "Last Run", "Last QPS", "Regressed", "Efficiency", "Age"
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("kind", KINDS)

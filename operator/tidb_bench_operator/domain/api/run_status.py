@@ -470,6 +470,11 @@ class BenchmarkRunStatus(StatusModel):
         default=None,
         description="The schedule's verdict on this run against its baseline runs, per step.",
     )
+    efficiency: RunComparison | None = Field(
+        default=None,
+        description="The schedule's efficiency verdict on this run: server CPU per query per "
+        "step against its baseline runs (metric cpuMsPerQuery; a rise is a regression).",
+    )
     fingerprint_diff: list[str] | None = Field(
         default=None,
         description="What differs from the baseline runs' fingerprints, one item per line "

@@ -136,6 +136,11 @@ class HistoryStep(StatusModel):
     trials: list[float] = Field(
         default_factory=list, description="QPS of each valid trial (spec.repeats)."
     )
+    cpu_ms_per_query: list[float] = Field(
+        default_factory=list,
+        description="Server CPU milliseconds per query of each valid trial (of the step, "
+        "for a run measured once); empty when the step has no resource data.",
+    )
 
 
 class HistoryEntry(StatusModel):
@@ -159,6 +164,11 @@ class HistoryEntry(StatusModel):
     verdict: str | None = Field(
         default=None,
         description="Regressed, Improved, NoChange or Inconclusive against the baseline.",
+    )
+    efficiency: str | None = Field(
+        default=None,
+        description="Server CPU per query against the baseline: Regressed (a rise), Improved, "
+        "NoChange or Inconclusive; unset when no step had resource data.",
     )
     invalid_trials: int | None = Field(
         le=MAX_STATUS_INT,
@@ -195,6 +205,11 @@ class BenchmarkScheduleStatus(StatusModel):
     )
     verdict: str | None = Field(
         default=None, description="The latest Succeeded run's verdict against its baseline."
+    )
+    efficiency: str | None = Field(
+        default=None,
+        description="The latest Succeeded run's efficiency verdict (server CPU per query) "
+        "against its baseline; unset when its steps had no resource data.",
     )
     change_points: list[StepChangePoint] = Field(
         default_factory=list,

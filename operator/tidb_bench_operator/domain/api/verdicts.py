@@ -14,6 +14,9 @@ from tidb_bench_operator.domain.api.base import TolerantCamelModel
 from tidb_bench_operator.domain.api.common import MAX_STATUS_INT
 
 Verdict = Literal["Regressed", "Improved", "NoChange", "Inconclusive"]
+#: What a comparison judges: QPS (lower is worse) or the server's CPU milliseconds per query
+#: (the schedule's efficiency verdict: higher is worse).
+Metric = Literal["qps", "cpuMsPerQuery"]
 #: A step whose trials' coefficient of variation exceeds this (in percent) is marked noisy.
 NOISY_CV_PERCENT = 10.0
 
@@ -94,6 +97,12 @@ class RunComparison(_Camel):
     )
     steps: list[StepVerdict] = Field(default_factory=list, description="Per-step verdicts.")
     message: str = Field(description="One line saying what was found.")
+    metric: Metric = Field(
+        default="qps",
+        description="What the steps' trials measure: qps (a drop is a regression) or "
+        "cpuMsPerQuery (server CPU ms per query, a rise is a regression; the steps' "
+        "medianQps and baselineMedianQps then hold CPU ms per query).",
+    )
 
 
 class ChangePoint(_Camel):

@@ -32,6 +32,7 @@ from tidb_bench_operator.domain.report.panel import (
 )
 from tidb_bench_operator.domain.report.reference import Reference
 from tidb_bench_operator.domain.report.references import REF_COLOUR
+from tidb_bench_operator.domain.report.resources import resource_panels
 
 # --------------------------------------------------------------------------- QPS over time
 
@@ -192,8 +193,9 @@ def _header_lines(context: Context, width: int = 108) -> list[str]:
 def render_svg(report: RunReport) -> str:
     """A self-contained SVG: a header with the run's context; per workload (stacked) QPS
     (and TPS), latency with the SLO, and the points against threads; the compared run and
-    published numbers overlaid; QPS over time per step when the report has the interval
-    series (the results ConfigMap's series.json). Deterministic output."""
+    published numbers overlaid; a resource panel per step with resource data; QPS over time
+    per step when the report has the interval series (the results ConfigMap's series.json).
+    Deterministic output."""
     run, title = report.status, report.title
     other = report.compare.status if report.compare is not None else None
     drawn = [s for s in run.steps if s.qps is not None or latency(s) is not None or is_failed(s)]
@@ -227,6 +229,9 @@ def render_svg(report: RunReport) -> str:
             data.x_label = "target rate, events/s (sysbench --rate; log scale)"
         body += draw_panel(data, y)
         y += panel_height(data)
+        panels, height = resource_panels(workload, steps, y)
+        body += panels
+        y += height
     if report.series:
         for workload, steps in groups.items():
             cells, height = _multiples(workload, steps, report.series, y)

@@ -17,6 +17,7 @@ from tidb_bench_operator.domain.report.model import (
     percentile,
 )
 from tidb_bench_operator.domain.report.reference import Reference
+from tidb_bench_operator.domain.report.resources import qps_per_core, resource_lines, with_resources
 from tidb_bench_operator.domain.report.stats import has_trials, regression_lines, trial_cells
 
 # --------------------------------------------------------------------------- workloads
@@ -128,6 +129,9 @@ def _workload_table(
             "--: |",
         )
     )
+    per_core = bool(with_resources(steps))
+    if per_core:  # QPS per server core beside QPS (issue 26)
+        head, rule = head + " QPS/core |", rule + " --: |"
     rated = is_rate_sweep(steps)
     first, first_rule = ("threads", "------:")
     if rated:
@@ -141,6 +145,8 @@ def _workload_table(
         qps = rate(step.qps)
         if trials:
             qps += " | " + " | ".join(trial_cells(step))
+        if per_core:
+            qps += f" | {qps_per_core(step)}"
         where = str(step.threads)
         if rated:
             r = step.rate
@@ -287,6 +293,7 @@ def render_markdown(report: RunReport) -> str:
             lines.append(f"- Capacity search ({capacity[workload].verdict}): "
                          f"{cell(capacity[workload].headline)}.")  # fmt: skip
         lines.append("")
+        lines += resource_lines(steps)
     lines += regression_lines(run)
     if report.compare is not None:
         lines += _compare_table(report.name, run, report.compare.name, report.compare.status)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus, StepStatus
-from tidb_bench_operator.domain.api.verdicts import StepVerdict
+from tidb_bench_operator.domain.api.verdicts import Metric, RunComparison, StepVerdict
 from tidb_bench_operator.domain.report import svg
 from tidb_bench_operator.domain.report.format import rate
 
@@ -82,7 +82,13 @@ def _p(value: float | None) -> str:
     return f"{value:.2g}" if value >= 0.001 else "< 0.001"
 
 
-def _verdict_row(step: StepVerdict) -> str:
+def _median(value: float | None, metric: Metric) -> str:
+    if metric == "cpuMsPerQuery":
+        return "—" if value is None else f"{value:.3g}"
+    return rate(value)
+
+
+def _verdict_row(step: StepVerdict, metric: Metric = "qps") -> str:
     interval = (
         "—"
         if step.interval_low_percent is None or step.interval_high_percent is None
@@ -92,9 +98,26 @@ def _verdict_row(step: StepVerdict) -> str:
         f"| {step.workload} | {step.threads} | **{step.verdict}** | "
         f"{_percent(step.effect_percent)} | {interval} | {_p(step.p_value)} | "
         f"{_p(step.p_adjusted)} | {step.trials} vs {step.baseline_trials} "
-        f"({step.baseline_runs} runs) | {rate(step.median_qps)} vs "
-        f"{rate(step.baseline_median_qps)} |"
+        f"({step.baseline_runs} runs) | {_median(step.median_qps, metric)} vs "
+        f"{_median(step.baseline_median_qps, metric)} |"
     )
+
+
+def _efficiency_lines(verdict: RunComparison | None) -> list[str]:
+    """The efficiency verdict: server CPU per query per step against the baseline (a rise
+    regresses), or that the run has none (no resource data)."""
+    if verdict is None:
+        return ["No efficiency verdict (server CPU per query): no resource data.", ""]
+    return [
+        f"Efficiency (server CPU ms per query; a rise regresses): **{verdict.verdict}**: "
+        f"{verdict.message}",
+        "",
+        "| workload | threads | verdict | effect | 95% interval | p | p (adjusted) | "
+        "trials | median CPU ms/query |",
+        "| :--- | ---: | :--- | ---: | :---: | ---: | ---: | ---: | ---: |",
+        *(_verdict_row(step, verdict.metric) for step in verdict.steps),
+        "",
+    ]
 
 
 def regression_lines(run: BenchmarkRunStatus) -> list[str]:
@@ -121,6 +144,7 @@ def regression_lines(run: BenchmarkRunStatus) -> list[str]:
             *(_verdict_row(step) for step in verdict.steps),
             "",
         ]
+    lines += _efficiency_lines(run.efficiency)
     if run.fingerprint_diff is not None:
         if run.fingerprint_diff:
             lines += [

@@ -61,16 +61,37 @@ def describe_change_point(point: StepChangePoint) -> str:
 
 
 ConditionStatus = Literal["True", "False", "Unknown"]
+#: (condition status, reason, Event type, Event reason) per verdict; "NoBaseline" is an
+#: Inconclusive verdict with no baseline run at all.
+_Said = dict[str, tuple[ConditionStatus, str, str, str]]
+_REGRESSION: _Said = {
+    "Regressed": ("True", "QpsDrop", "Warning", "Regressed"),
+    "Improved": ("False", "Improved", "Normal", "Improved"),
+    "NoChange": ("False", "NoChange", "Normal", "NoRegression"),
+    "NoBaseline": ("Unknown", "InsufficientBaseline", "Normal", "NoBaseline"),
+    "Inconclusive": ("Unknown", "Inconclusive", "Normal", "Inconclusive"),
+}
+_EFFICIENCY: _Said = {
+    "Regressed": ("True", "CpuPerQueryUp", "Warning", "EfficiencyRegressed"),
+    "Improved": ("False", "CpuPerQueryDown", "Normal", "EfficiencyImproved"),
+    "NoChange": ("False", "NoChange", "Normal", "NoEfficiencyRegression"),
+    "NoBaseline": ("Unknown", "InsufficientBaseline", "Normal", "NoEfficiencyBaseline"),
+    "Inconclusive": ("Unknown", "Inconclusive", "Normal", "EfficiencyInconclusive"),
+}
+
+
+def _said(verdict: RunComparison, table: _Said) -> tuple[ConditionStatus, str, str, str]:
+    if verdict.verdict == "Inconclusive" and verdict.baseline_runs == 0:
+        return table["NoBaseline"]
+    return table[verdict.verdict]
 
 
 def regression_condition(verdict: RunComparison) -> tuple[ConditionStatus, str, str, str]:
     """(condition status, reason, Event type, Event reason) of the `Regressed` condition."""
-    if verdict.verdict == "Regressed":
-        return "True", "QpsDrop", "Warning", "Regressed"
-    if verdict.verdict == "Improved":
-        return "False", "Improved", "Normal", "Improved"
-    if verdict.verdict == "NoChange":
-        return "False", "NoChange", "Normal", "NoRegression"
-    if verdict.baseline_runs == 0:
-        return "Unknown", "InsufficientBaseline", "Normal", "NoBaseline"
-    return "Unknown", "Inconclusive", "Normal", "Inconclusive"
+    return _said(verdict, _REGRESSION)
+
+
+def efficiency_condition(verdict: RunComparison) -> tuple[ConditionStatus, str, str, str]:
+    """(condition status, reason, Event type, Event reason) of the `EfficiencyRegressed`
+    condition: server CPU per query against the baseline, a rise being the regression."""
+    return _said(verdict, _EFFICIENCY)

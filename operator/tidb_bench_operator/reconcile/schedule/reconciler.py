@@ -30,7 +30,6 @@ from tidb_bench_operator.domain.api.schedule import (
     BenchmarkScheduleStatus,
     HistoryEntry,
 )
-from tidb_bench_operator.domain.api.verdicts import RunComparison
 from tidb_bench_operator.domain.fingerprint import describe_diff, diff_fingerprints
 from tidb_bench_operator.domain.manifests import (
     ANNOTATION_SCHEDULED_AT,
@@ -53,9 +52,11 @@ from tidb_bench_operator.domain.schedule import (
     step_trials,
     trim_history,
 )
+from tidb_bench_operator.domain.stats.efficiency import Efficiency, judge_efficiency
 from tidb_bench_operator.domain.stats.inference import compare_runs
 from tidb_bench_operator.domain.stats.trend import (
     describe_change_point,
+    efficiency_condition,
     history_change_points,
     regression_condition,
 )
@@ -71,6 +72,8 @@ from tidb_bench_operator.errors import SpecError
 #: Failed/cancelled entries kept in status.history even when failedRunsHistoryLimit is lower,
 #: so `kubectl get benchmarkschedule -o yaml` still shows why recent runs failed.
 MIN_FAILED_HISTORY = 3
+#: The condition of the efficiency verdict (server CPU per query against the baseline).
+_EFFICIENCY = "EfficiencyRegressed"
 
 
 class ScheduleKube(Protocol):
@@ -183,6 +186,7 @@ class ScheduleReconciler:
                 st.last_peak_qps = entry.peak_qps
                 st.regressed = bool(entry.regressed)
                 st.verdict = entry.verdict
+                st.efficiency = entry.efficiency
                 recorded = True
             st.history.append(entry)
             known.add(name)
@@ -202,7 +206,9 @@ class ScheduleReconciler:
         """Compare a successful run's trials with those of the previous `baselineRuns` ones.
 
         The verdict (domain.stats.compare_runs) goes on the run (condition `Regressed`,
-        status.regression, status.fingerprintDiff) and the schedule, with an Event on each.
+        status.regression, status.fingerprintDiff) and the schedule, with an Event on each;
+        so does the efficiency verdict on the server CPU per query (condition
+        `EfficiencyRegressed`, status.efficiency), when the run has resource data.
         """
         rules = spec.regression
         previous = [e for e in ctx.st.history if e.outcome == "Succeeded" and e.steps]
@@ -231,19 +237,55 @@ class ScheduleReconciler:
             message=text[:2048],
             last_transition_time=ctx.now,
         )
-        self._mark_run(ctx, run, condition, verdict, diff)
+        efficiency = judge_efficiency(
+            entry, previous, rules.baseline_runs, rules.max_qps_drop_percent, excluded
+        )
+        conditions = [condition]
+        fields: dict[str, Any] = {
+            "regression": verdict.model_dump(by_alias=True, exclude_none=True, mode="json"),
+            "fingerprintDiff": diff,
+        }
         name = run["metadata"]["name"]
         run_ref = RunRef(name, ctx.ref.namespace, run["metadata"].get("uid", ""))
         self._event(ctx, run_ref, "BenchmarkRun", type_, event, text)
         self._event(ctx, ctx.ref, "BenchmarkSchedule", type_, event, f"{name}: {text}")
         set_condition(ctx.st.conditions, "Regressed", status, reason, f"{name}: {text}", ctx.now)
+        if efficiency.verdict is not None:
+            conditions.append(self._efficiency(ctx, run_ref, efficiency))
+            fields["efficiency"] = efficiency.verdict.model_dump(
+                by_alias=True, exclude_none=True, mode="json"
+            )
+        else:
+            said = f"{name}: {efficiency.message}"
+            set_condition(
+                ctx.st.conditions, _EFFICIENCY, "Unknown", "NoResourceData", said, ctx.now
+            )
+        self._mark_run(ctx, run, conditions, fields)
         peaks = [e.peak_qps for e in baseline if e.peak_qps is not None]
         return entry.model_copy(
             update={
                 "baseline_qps": round(statistics.median(peaks), 2) if peaks else None,
                 "regressed": None if not baseline else verdict.verdict == "Regressed",
                 "verdict": verdict.verdict,
+                "efficiency": efficiency.verdict.verdict if efficiency.verdict else None,
             }
+        )
+
+    def _efficiency(self, ctx: _Ctx, run_ref: RunRef, efficiency: Efficiency) -> Condition:
+        """The efficiency verdict's Events and the schedule's condition; the run's condition."""
+        assert efficiency.verdict is not None
+        status, reason, type_, event = efficiency_condition(efficiency.verdict)
+        text = efficiency.message
+        self._event(ctx, run_ref, "BenchmarkRun", type_, event, text)
+        self._event(ctx, ctx.ref, "BenchmarkSchedule", type_, event, f"{run_ref.name}: {text}")
+        said = f"{run_ref.name}: {text}"[:2048]
+        set_condition(ctx.st.conditions, _EFFICIENCY, status, reason, said, ctx.now)
+        return Condition(
+            type=_EFFICIENCY,
+            status=status,
+            reason=reason,
+            message=text[:2048],
+            last_transition_time=ctx.now,
         )
 
     def _trend(self, ctx: _Ctx) -> None:
@@ -267,22 +309,22 @@ class ScheduleReconciler:
         self,
         ctx: _Ctx,
         run: JSON,
-        condition: Condition,
-        verdict: RunComparison,
-        diff: list[str] | None,
+        new: Sequence[Condition],
+        fields: Mapping[str, Any],
     ) -> None:
-        """Put the verdict on the run itself, so `kubectl describe benchmarkrun` shows it."""
+        """Put the verdicts on the run itself, so `kubectl describe benchmarkrun` shows them."""
         conditions = [
             Condition.model_validate(c) for c in (run.get("status") or {}).get("conditions") or []
         ]
-        set_condition(
-            conditions,
-            condition.type,
-            condition.status,
-            condition.reason,
-            condition.message,
-            ctx.now,
-        )
+        for condition in new:
+            set_condition(
+                conditions,
+                condition.type,
+                condition.status,
+                condition.reason,
+                condition.message,
+                ctx.now,
+            )
         self.kube.patch_benchmark_run_status(
             ctx.ref.namespace,
             run["metadata"]["name"],
@@ -290,8 +332,7 @@ class ScheduleReconciler:
                 "conditions": [
                     c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in conditions
                 ],
-                "regression": verdict.model_dump(by_alias=True, exclude_none=True, mode="json"),
-                "fingerprintDiff": diff,
+                **fields,
             },
         )
 

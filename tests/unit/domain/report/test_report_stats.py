@@ -131,7 +131,7 @@ def test_a_schedules_trend_marks_the_change_point_at_the_night_the_level_moved()
     text = render_schedule_markdown(report)
     assert "Latest verdict: **Regressed** (nightly-11)." in text
     assert "oltp_point_select at 2 threads moved -" in text and "at run nightly-6" in text
-    assert "| 6 | nightly-6 | 2026-11-06 03:10 | Succeeded | NoChange | 34,000 |" in text
+    assert "| 6 | nightly-6 | 2026-11-06 03:10 | Succeeded | NoChange | — | 34,000 |" in text
     root = ET.fromstring(render_schedule_svg(report))
     (panel,) = [g for g in root.iter(f"{SVG}g") if g.get("class") == "trend"]
     (change,) = [g for g in panel.iter(f"{SVG}g") if g.get("class") == "change-point"]

@@ -98,12 +98,15 @@ class World:
         qps: dict[int, float] | dict[int, list[float]],
         phase: str = "Succeeded",
         fingerprint: JSON | None = None,
+        cpu: dict[int, list[float]] | None = None,
     ) -> None:
         """Mark a run finished with these QPS per thread count (oltp_point_select); a list
-        per thread count is that step's trials (spec.repeats), a number one measurement."""
+        per thread count is that step's trials (spec.repeats), a number one measurement.
+        `cpu`: per thread count, each trial's server CPU ms per query (resource data)."""
         steps = []
         for i, (threads, value) in enumerate(sorted(qps.items())):
             trials = value if isinstance(value, list) else []
+            per_query = (cpu or {}).get(threads, [])
             median = statistics.median(trials) if trials else value
             steps.append(
                 {
@@ -117,6 +120,7 @@ class World:
                     "latencyMs": LATENCY,
                     "trials": [
                         {"round": r, "valid": True, "result": _result(threads, q)}
+                        | ({"cpuMsPerQuery": per_query[r]} if per_query else {})
                         for r, q in enumerate(trials)
                     ],
                 }
@@ -253,12 +257,16 @@ def test_the_first_successful_run_has_no_baseline_and_says_so_on_the_run() -> No
     assert status["lastPeakQps"] == 2000.0
 
 
-def _noise_then(world: World, values: list[dict[int, list[float]]]) -> JSON:
+def _noise_then(
+    world: World,
+    values: list[dict[int, list[float]]],
+    cpu: list[dict[int, list[float]] | None] | None = None,
+) -> JSON:
     status: JSON = {}
     for minute, qps in enumerate(values):
         world.at(minute * 60 + 1)
         newest = max(world.run_names(), key=lambda n: int(n.rsplit("-", 1)[1]))
-        world.finish(newest, qps)
+        world.finish(newest, qps, cpu=cpu[minute] if cpu else None)
         status = world.at(minute * 60 + 30)
     return status
 
@@ -508,3 +516,71 @@ def test_two_schedules_sharing_54_characters_get_their_own_runs_on_the_same_minu
     names = first.run_names()
     assert len(names) == 2 and all(len(n) <= 63 for n in names)
     assert second.reasons().count("Scheduled") == 2
+
+
+# ------------------------------------------------------------------ efficiency (CPU per query)
+
+#: Server CPU ms per query of a quiet night's trials (49k QPS on 5.6 cores: 0.114 ms).
+CPU_NOISE = [0.114, 0.111, 0.117, 0.113, 0.116, 0.112]
+
+
+def _efficiency_world(last_cpu: float) -> tuple[World, JSON]:
+    """Five quiet nights, then one at the same QPS whose CPU per query is `last_cpu`."""
+    world = World(
+        regression={"baselineRuns": 5, "maxQpsDropPercent": 15}, successfulRunsHistoryLimit=10
+    )
+    qps = [{2: _trials(q), 4: _trials(q * 1.9)} for q in NOISE]
+    cpu: list[dict[int, list[float]] | None] = [
+        {2: _trials(c), 4: _trials(c * 1.1)} for c in [*CPU_NOISE[:5], last_cpu]
+    ]
+    return world, _noise_then(world, qps, cpu)
+
+
+def test_cpu_per_query_up_forty_percent_at_the_same_qps_is_an_efficiency_regression() -> None:
+    world, status = _efficiency_world(0.114 * 1.4)
+    assert status["verdict"] != "Regressed" and status["regressed"] is False
+    assert status["efficiency"] == "Regressed"
+    assert status["history"][-1]["efficiency"] == "Regressed"
+    assert status["history"][-1]["steps"][0]["cpuMsPerQuery"] == pytest.approx(_trials(0.114 * 1.4))
+    newest = max(world.run_names(), key=lambda n: int(n.rsplit("-", 1)[1]))
+    run_status = world.run(newest)["status"]
+    verdict = run_status["efficiency"]
+    assert verdict["metric"] == "cpuMsPerQuery" and verdict["verdict"] == "Regressed"
+    two = next(s for s in verdict["steps"] if s["threads"] == 2)
+    assert two["effectPercent"] == pytest.approx(40.0, abs=1.0)
+    assert 15 < two["intervalLowPercent"] <= two["effectPercent"] <= two["intervalHighPercent"]
+    conds = {c["type"]: c for c in run_status["conditions"]}
+    assert (conds["EfficiencyRegressed"]["status"], conds["EfficiencyRegressed"]["reason"]) == (
+        "True",
+        "CpuPerQueryUp",
+    )
+    assert conds["Regressed"]["status"] != "True"
+    sched = next(c for c in status["conditions"] if c["type"] == "EfficiencyRegressed")
+    assert sched["status"] == "True"
+    [event] = [
+        e
+        for e in world.kube.events
+        if e["reason"] == "EfficiencyRegressed" and e["involvedObject"]["kind"] == "BenchmarkRun"
+    ]
+    assert event["type"] == "Warning"
+    assert "0.16 vs 0.114 CPU ms/query, +40.0% (95% CI" in event["message"]
+
+
+def test_cpu_per_query_noise_is_no_efficiency_change() -> None:
+    world, status = _efficiency_world(CPU_NOISE[5])
+    assert status["efficiency"] == "NoChange"
+    assert "EfficiencyRegressed" not in world.reasons()
+    sched = next(c for c in status["conditions"] if c["type"] == "EfficiencyRegressed")
+    assert (sched["status"], sched["reason"]) == ("False", "NoChange")
+
+
+def test_a_run_without_resource_data_gets_no_efficiency_verdict_and_says_so() -> None:
+    world = World(regression={"baselineRuns": 3, "maxQpsDropPercent": 15})
+    status = _noise_then(world, [{2: _trials(q)} for q in NOISE[:4]])
+    assert "efficiency" not in status
+    assert all("efficiency" not in h for h in status["history"])
+    sched = next(c for c in status["conditions"] if c["type"] == "EfficiencyRegressed")
+    assert (sched["status"], sched["reason"]) == ("Unknown", "NoResourceData")
+    assert "no resource data" in sched["message"]
+    newest = max(world.run_names(), key=lambda n: int(n.rsplit("-", 1)[1]))
+    assert "efficiency" not in world.run(newest)["status"]
