@@ -35,7 +35,6 @@ _._read_timeout
 # wiring lands on another branch of issue 26.
 _.UsageSource  # domain/resources/usage.py: what adapters/usage/ implement
 _.compute_step_resources  # domain/resources/derive.py
-_.median_trial  # domain/resources/derive.py: the block a step of several trials keeps
 _.describe_resources  # domain/resources/describe.py
 _.pod_facts  # domain/resources/facts.py
 _.node_facts  # domain/resources/facts.py

@@ -255,7 +255,11 @@ def widest_resources(big: float, now: Any) -> Any:
     """A step's resources block at its widest: 500 pods on 100 nodes, every text the longest
     the schema allows, every number 2^64 - 1 (what status keeps of it is bounded)."""
     from tidb_bench_operator.domain.api.step_resources import (
-        Bottleneck, ComponentUsage, NodeResources, PodResources, StepResources,
+        Bottleneck,
+        ComponentUsage,
+        NodeResources,
+        PodResources,
+        StepResources,
     )  # fmt: skip
 
     pods = [

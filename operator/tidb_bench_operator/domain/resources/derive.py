@@ -94,16 +94,6 @@ def compute_step_resources(
     return bound_resources(resources, limit)
 
 
-def median_trial(trials: Sequence[StepResources]) -> StepResources | None:
-    """The block a step of several trials keeps: the trial whose CPU ms per query is the
-    median (the lower middle of an even count), else the last trial's (saying why none)."""
-    measured = sorted((t for t in trials if t.cpu_ms_per_query is not None),
-                      key=lambda t: t.cpu_ms_per_query or 0.0)  # fmt: skip
-    if measured:
-        return measured[(len(measured) - 1) // 2]
-    return trials[-1] if trials else None
-
-
 def _round(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(value, digits)
 

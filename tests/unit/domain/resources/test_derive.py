@@ -7,7 +7,6 @@ import pytest
 from tidb_bench_operator.domain.api.metrics_spec import MetricsSpec
 from tidb_bench_operator.domain.resources.derive import (
     compute_step_resources,
-    median_trial,
     unavailable_resources,
 )
 from tidb_bench_operator.domain.resources.usage import UsageReading
@@ -107,13 +106,3 @@ def test_a_cluster_with_no_pod_found_says_so() -> None:
     assert r.server_cores is None and r.components == []
     assert r.notes == ["no pod of the cluster was found to measure"]
     assert r.bottleneck is not None and r.bottleneck.kind == "unknown"
-
-
-def test_a_step_of_several_trials_keeps_the_median_trial_s_block() -> None:
-    trials = [quiet_step(reading({**QUIET, "basic-tidb-0": c})) for c in (0.9, 0.25, 0.5, 2.0)]
-    down = unavailable_resources(s.SOURCE, "Prometheus did not answer", s.START, s.END)
-    # 0.25 < 0.5 < 0.9 < 2.0 cores of basic-tidb-0: the lower middle is the 0.5 trial.
-    assert median_trial([*trials, down]) is trials[2]
-    assert median_trial(trials[:3]) is trials[2]
-    assert median_trial([down]) is down
-    assert median_trial([]) is None
