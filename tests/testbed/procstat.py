@@ -81,7 +81,19 @@ class Counter:
     def __init__(self) -> None:
         #: (pid, start) -> (seconds with reaped children, parent pid), as last seen.
         self._last: dict[tuple[int, int], tuple[float, int]] = {}
+        #: (pid, start) -> seconds it used while not counted (before it was bound, say).
+        self._uncounted: dict[tuple[int, int], float] = {}
         self._total = 0.0
+
+    def count_from_now(self, procs: Iterable[ProcStat]) -> None:
+        """Count these processes from now on only: what they used before (since birth, or
+        since they were last shown) stays out, as a container's counter starts at its start."""
+        for p in procs:
+            key = (p.pid, p.start)
+            now = p.cpu_seconds + p.children_seconds
+            last = self._last.get(key, (0.0, 0))[0]
+            self._uncounted[key] = self._uncounted.get(key, 0.0) + max(0.0, now - last)
+            self._last[key] = (max(now, last), p.ppid)
 
     def update(self, procs: Iterable[ProcStat]) -> None:
         live = {(p.pid, p.start): p for p in procs}
@@ -93,8 +105,9 @@ class Counter:
         for key, (seconds, ppid) in list(self._last.items()):
             if key not in live and ppid in pids:
                 del self._last[key]  # in its parent's children's seconds from now on
+                self._uncounted.pop(key, None)
             else:
-                total += seconds
+                total += seconds - self._uncounted.get(key, 0.0)
         # A child gone before its parent's stat showed it reaped: wait for the next sample.
         self._total = max(self._total, total)
 
