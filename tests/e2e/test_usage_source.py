@@ -164,3 +164,53 @@ def test_a_cpu_limit_of_a_quarter_core_caps_a_burn_of_one_core(
     )
     assert 0.15 < measured < 0.28, f"the capped burner used {measured:.3f} cores"
     assert agree(cores["capped-tikv-0"], measured), (cores, measured)
+
+
+#: Two seconds of CPU in a child that exits, then the container idles: the exited child's
+#: seconds must stay counted (a cgroup's cpuacct keeps them too).
+SPIN_TWO_SECONDS = (
+    "python3 -c 'import time\nt = time.process_time()\nwhile time.process_time() - t < 2: pass'"
+    "; sleep 30"
+)
+
+
+def test_a_container_the_agent_runs_keeps_the_seconds_of_its_exited_child_in_prometheus(
+    bed: RunBed, kubelet_prometheus: str
+) -> None:
+    ns, prom = bed.namespace, kubelet_prometheus
+    bed.core.create_namespaced_pod(
+        ns,
+        {
+            "metadata": {"name": "spinner"},
+            "spec": {
+                "nodeName": "node2",
+                "restartPolicy": "Never",
+                "automountServiceAccountToken": False,
+                "containers": [
+                    {"name": "spin", "image": "busybox", "command": ["sh", "-c", SPIN_TWO_SECONDS]}
+                ],
+            },
+        },
+    )
+    expr = (
+        f'container_cpu_usage_seconds_total{{job="kubelet",namespace="{ns}",pod="spinner",'
+        f'container="spin"}}'
+    )
+
+    def seconds() -> float:
+        got = prometheus.query(prom, expr)
+        return float(got[0]["value"][1]) if got else 0.0
+
+    # Reaped by the container's shell, the child's seconds are in the shell's cutime whole.
+    wait_for(lambda: seconds() >= 1.9, 30, "the spinner's seconds in Prometheus")
+    time.sleep(4)  # the child long gone, two scrapes since
+    kept = seconds()
+    time.sleep(2)
+    later = seconds()
+    print(f"\nspinner: 2 s of CPU in an exited child: {kept:.2f} s, {later:.2f} s 2 s later")
+    assert 1.9 <= kept <= 2.3
+    assert later >= kept, "the counter went down when the child exited"
+    node = prometheus.query(
+        prom, 'container_cpu_usage_seconds_total{job="kubelet",id="/",node="node2"}'
+    )
+    assert float(node[0]["value"][1]) >= later

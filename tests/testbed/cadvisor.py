@@ -14,7 +14,8 @@ What a container is made of:
 - a stand-in pod: nothing (its series stay at 0), unless it is bound by an annotation:
 - a stand-in pod annotated `testbed.tidbbench.io/cpu-of: mariadb`: the test bed service
   whose pid file is `<state>/mariadb.pid` (the MariaDB stand-in: the TiDB pod shows the
-  CPU the SQL layer really spends), reported as the pod's first container;
+  CPU the SQL layer really spends), reported as the pod's first container, counted from
+  the binding on;
 - a stand-in pod annotated `testbed.tidbbench.io/burn: "<cores>"`: a CPU burner the agent
   starts (testbed.burner), capped at the first container's CPU limit; the annotation
   changed or removed on the live pod restarts or stops it at the next watch event. Both
@@ -116,16 +117,27 @@ class Cadvisor:
         self.burners: dict[str, tuple[float, subprocess.Popen[bytes]]] = {}
 
     # ---- what makes a container -------------------------------------------------------------
-    def bind(self, pod: Any, container: str, key: str, source: Source) -> None:
-        """Count `source`'s processes (under `key`) as the pod's container `container`."""
+    def bind(
+        self, pod: Any, container: str, key: str, source: Source, *, from_now: bool = False
+    ) -> None:
+        """Count `source`'s processes (under `key`) as the pod's container `container`.
+
+        `from_now`: processes that ran before count only their CPU from now on, as a
+        container's counter starts with it (and a process unbound for a while did not use
+        it there). Binding a key already bound changes nothing."""
         meta = pod.metadata
         image = next((c.image for c in pod.spec.containers if c.name == container), "")
+        procs = scan() if from_now else {}
         with self.lock:
             entry = self.containers.setdefault(
                 (meta.uid, container),
                 Container(meta.namespace, meta.name, meta.uid, container, pod.spec.node_name,
                           image or ""),
             )  # fmt: skip
+            if key in entry.sources:
+                return
+            if from_now:
+                entry.counter.count_from_now(source(procs))
             entry.sources[key] = source
 
     def unbind(self, uid: str, key: str) -> None:
@@ -161,9 +173,12 @@ class Cadvisor:
         self.bind(pod, first.name, "standin", lambda procs: ())
         service = notes.get(CPU_OF_ANNOTATION)
         if service and re.fullmatch(r"[a-z0-9][a-z0-9-]*", service):
-            self.bind(pod, first.name, "cpu-of", pid_file_source(self.state / f"{service}.pid"))
-        else:
-            self.unbind(uid, "cpu-of")
+            source = pid_file_source(self.state / f"{service}.pid")
+            self.bind(pod, first.name, f"cpu-of-{service}", source, from_now=True)
+        for entry in self._entries(uid):
+            for key in [k for k in entry.sources if k.startswith("cpu-of-")]:
+                if key != f"cpu-of-{service}":
+                    self.unbind(uid, key)
         cores = self._burn_wanted(pod, first)
         running = self.burners.get(uid)
         if running is not None and running[0] == cores:
@@ -181,6 +196,10 @@ class Cadvisor:
         self.bind(pod, first.name, f"burner-{proc.pid}", tree_source(proc.pid))
         log.info("%s/%s: burner at %g cores (pid %d)", pod.metadata.namespace,
                  pod.metadata.name, cores, proc.pid)  # fmt: skip
+
+    def _entries(self, uid: str) -> list[Container]:
+        with self.lock:
+            return [e for (owner, _), e in self.containers.items() if owner == uid]
 
     def _burn_wanted(self, pod: Any, container: Any) -> float | None:
         text = (pod.metadata.annotations or {}).get(BURN_ANNOTATION)

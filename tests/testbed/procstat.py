@@ -2,9 +2,10 @@
 what a test reads itself to check it.
 
 CPU is utime+stime of /proc/<pid>/stat (every thread of the process) divided by
-SC_CLK_TCK; memory is the resident set (rss pages times the page size). A `Counter` keeps
-each process's last seconds once it has exited, so a sum over a changing set of processes
-never goes down, as a cgroup's cpuacct would not.
+SC_CLK_TCK; memory is the resident set (rss pages times the page size). A `Counter` sums
+a changing set of processes so that the sum never goes down, as a cgroup's cpuacct would
+not: a process that exits keeps its last seconds, or passes them on to the parent that
+reaped it (cutime+cstime).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class ProcStat:
     #: Start time in clock ticks since boot: with the pid, it names one process for good.
     start: int
     cpu_seconds: float
+    #: cutime+cstime: the seconds of the children it has waited for.
+    children_seconds: float
     rss_bytes: int
 
 
@@ -49,6 +52,7 @@ def read_stat(pid: int) -> ProcStat | None:
         session=int(fields[3]),
         start=int(fields[19]),
         cpu_seconds=(int(fields[11]) + int(fields[12])) / CLK_TCK,
+        children_seconds=(int(fields[13]) + int(fields[14])) / CLK_TCK,
         rss_bytes=int(fields[21]) * PAGE_SIZE,
     )
 
@@ -65,19 +69,51 @@ def scan() -> dict[int, ProcStat]:
 
 
 class Counter:
-    """Cumulative CPU seconds of the processes shown to it, each counted at its last value."""
+    """Cumulative CPU seconds of the processes shown to it, a counter that never goes down.
+
+    A process counts utime+stime plus the cutime+cstime of the children it has reaped (the
+    kernel adds a reaped child's whole time there). A process gone from /proc counts no
+    more when its parent is still shown (that parent reaped it: its seconds moved into the
+    parent's), else it keeps its last seconds (reaped elsewhere: the time since its last
+    sample is lost, as it is to any sampler).
+    """
 
     def __init__(self) -> None:
-        self._seen: dict[tuple[int, int], float] = {}
+        #: (pid, start) -> (seconds with reaped children, parent pid), as last seen.
+        self._last: dict[tuple[int, int], tuple[float, int]] = {}
+        #: (pid, start) -> seconds it used while not counted (before it was bound, say).
+        self._uncounted: dict[tuple[int, int], float] = {}
+        self._total = 0.0
 
-    def update(self, procs: Iterable[ProcStat]) -> None:
+    def count_from_now(self, procs: Iterable[ProcStat]) -> None:
+        """Count these processes from now on only: what they used before (since birth, or
+        since they were last shown) stays out, as a container's counter starts at its start."""
         for p in procs:
             key = (p.pid, p.start)
-            self._seen[key] = max(self._seen.get(key, 0.0), p.cpu_seconds)
+            now = p.cpu_seconds + p.children_seconds
+            last = self._last.get(key, (0.0, 0))[0]
+            self._uncounted[key] = self._uncounted.get(key, 0.0) + max(0.0, now - last)
+            self._last[key] = (max(now, last), p.ppid)
+
+    def update(self, procs: Iterable[ProcStat]) -> None:
+        live = {(p.pid, p.start): p for p in procs}
+        for key, p in live.items():
+            before = self._last.get(key, (0.0, 0))[0]
+            self._last[key] = (max(before, p.cpu_seconds + p.children_seconds), p.ppid)
+        pids = {pid for pid, _ in live}
+        total = 0.0
+        for key, (seconds, ppid) in list(self._last.items()):
+            if key not in live and ppid in pids:
+                del self._last[key]  # in its parent's children's seconds from now on
+                self._uncounted.pop(key, None)
+            else:
+                total += seconds - self._uncounted.get(key, 0.0)
+        # A child gone before its parent's stat showed it reaped: wait for the next sample.
+        self._total = max(self._total, total)
 
     @property
     def seconds(self) -> float:
-        return sum(self._seen.values())
+        return self._total
 
 
 def pid_file_pid(path: Path) -> int | None:
