@@ -7,6 +7,7 @@ why" and stays as valid as its numbers are (docs/resources.md).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -24,6 +25,12 @@ from tidb_bench_operator.domain.resources.facts import CLIENT, node_facts, pod_f
 from tidb_bench_operator.domain.resources.usage import PodKey
 from tidb_bench_operator.errors import TidbBenchError
 from tidb_bench_operator.reconcile.run.context import RunContext
+
+
+#: How long after a window's end its usage is read: Prometheus's scrape interval (kubelet's
+#: cAdvisor job: 15-30 s in kube-prometheus, so a window's tail is extrapolated there) is
+#: not known here; 2 s covers a fast scrape and its ingestion.
+SETTLE_SECONDS = 2.0
 
 
 def _cluster_pods(ctx: RunContext) -> list[JSON]:
@@ -94,6 +101,11 @@ def measure(
     except TidbBenchError as exc:
         why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         return unavailable_resources("kubernetes", f"the cluster's pods: {why}", start, end)
+    # A scraping source has the window's last seconds only once it has scraped past them:
+    # a step recorded the moment it ends waits that long (once a step, at most SETTLE_SECONDS).
+    lag = (end + timedelta(seconds=SETTLE_SECONDS) - ctx.now).total_seconds()
+    if lag > 0:
+        time.sleep(min(lag, SETTLE_SECONDS))
     clients = _finished_clients(client_pods)
     names = sorted({p["spec"].get("nodeName") for p in [*cluster, *clients]} - {None, ""})
     reading = source.read(_keys([*cluster, *clients]), names, start, end)
