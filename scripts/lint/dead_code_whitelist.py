@@ -23,9 +23,14 @@ _.level
 _.progressing  # ClusterView: the Cluster's Progressing condition
 _.unsettled_groups  # ClusterView: groups in a rollout or scale, from their status
 
-# urllib calls it on its redirect handlers (adapters/pd/http.py: redirects are not followed).
+# urllib calls it on its redirect handlers (adapters/http_get.py: redirects are not followed).
 _.redirect_request
 
 # pymysql reads it before every read (adapters/mysql.py: the greeting within the connect
 # timeout, queries within the longer read timeout; pymysql has no setter).
 _._read_timeout
+
+# #26 wiring: the usage sources (adapters/usage/) are built by the controller's wiring and
+# their readings summed by domain/resources, both written on other branches of #26.
+_.cpu_cores  # PodUsage, NodeUsage: read by domain/resources
+_.UsageSource  # domain/resources/usage.py: the Protocol the wiring types its source with
