@@ -14,11 +14,14 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from testbed.fake_kube import FakeClock, FakeKube
+    from tidb_bench_operator.adapters.k8s import Kube
     from tidb_bench_operator.adapters.pd import PodLister
+    from tidb_bench_operator.adapters.usage import MetricsAPI
     from tidb_bench_operator.controller.startup import Discovery
     from tidb_bench_operator.reconcile.run import RunKube
     from tidb_bench_operator.reconcile.run.gate import ClusterReader
     from tidb_bench_operator.reconcile.schedule.reconciler import ScheduleKube
+    from unit.adapters.usage.test_metrics_server import RecordedMetricsAPI
     from unit.controller.test_startup import Discovery as FakeDiscovery
 
     def _fakes_conform() -> None:
@@ -28,4 +31,7 @@ if TYPE_CHECKING:
         pod_lister: PodLister = FakeKube()
         schedule_kube: ScheduleKube = FakeKube(clock)
         discovery: Discovery = FakeDiscovery(set())
-        _ = (run_kube, cluster_reader, pod_lister, schedule_kube, discovery)
+        metrics_api: MetricsAPI = RecordedMetricsAPI()
+        kube_metrics_api: MetricsAPI = Kube(None)
+        _ = (run_kube, cluster_reader, pod_lister, schedule_kube, discovery, metrics_api)
+        _ = (kube_metrics_api,)

@@ -23,22 +23,10 @@ _.level
 _.progressing  # ClusterView: the Cluster's Progressing condition
 _.unsettled_groups  # ClusterView: groups in a rollout or scale, from their status
 
-# urllib calls it on its redirect handlers (adapters/pd/http.py: redirects are not followed).
+# urllib calls it on its redirect handlers (adapters/http_get.py: redirects are not followed).
 _.redirect_request
 
 # pymysql reads it before every read (adapters/mysql.py: the greeting within the connect
 # timeout, queries within the longer read timeout; pymysql has no setter).
 _._read_timeout
 
-# #26 wiring: the reconciler's step phase builds a step's resources from the usage source's
-# reading and the pods and nodes it lists, and describe/events/report print them; the
-# wiring lands on another branch of issue 26.
-_.UsageSource  # domain/resources/usage.py: what adapters/usage/ implement
-_.compute_step_resources  # domain/resources/derive.py
-_.describe_resources  # domain/resources/describe.py
-_.pod_facts  # domain/resources/facts.py
-_.node_facts  # domain/resources/facts.py
-# The usage reading of issue 26 (domain/resources/usage.py), fixed on r26 before its users:
-# the Prometheus and metrics-server adapters and the step's resource block land beside it.
-_.cpu_cores  # PodUsage, NodeUsage
-_.UsageSource  # the Protocol the adapters implement

@@ -23,6 +23,7 @@ from tidb_bench_operator.domain.manifests import LABEL_ROLE, LABEL_RUN, label_va
 from tidb_bench_operator.domain.objects import JSON
 from tidb_bench_operator.errors import KubeError, KubeForbidden
 
+METRICS_API = "/apis/metrics.k8s.io/v1beta1"
 # Seconds for any single API call: a hung API server must not hang a reconcile forever.
 TIMEOUT = 20
 #: What the Kubernetes client raises: the API server's answers, and the connection's failures.
@@ -258,6 +259,33 @@ class Kube:
         except CLIENT_ERRORS as exc:
             _raise(f"API discovery of {group}/{version}", exc)
         return {str(r.name) for r in found.resources or []}
+
+    def metrics_api(self, path: str) -> JSON | None:
+        """GET <METRICS_API>/<path> (`nodes`, `namespaces/<ns>/pods`): the answer; None when
+        not served (404); KubeForbidden on 403; KubeError, our words and the status, else."""
+        action = f"reading the resource metrics API ({path})"
+        try:
+            request = self.api.param_serialize(
+                "GET", f"{METRICS_API}/{path}",
+                header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
+            )  # fmt: skip
+            resp = self.api.call_api(*request, _request_timeout=TIMEOUT)
+            body = resp.read()  # read whatever the status: the connection goes back to the pool
+            status = int(resp.status)
+            found = json.loads(body) if status == 200 else None
+            if isinstance(found, dict):
+                return found
+        except ApiException as exc:
+            status = int(exc.status or 0)
+        except CLIENT_ERRORS as exc:
+            raise KubeError(f"{action}: {type(exc).__name__}") from None
+        except ValueError:
+            raise KubeError(f"{action}: the answer is not a JSON object") from None
+        if status == 404:
+            return None
+        # The status alone: the reason text is the aggregated server's (metrics-server's).
+        why = "the answer is not a JSON object" if status == 200 else f"HTTP {status}"
+        raise (KubeForbidden if status == 403 else KubeError)(f"{action}: {why}")
 
     # ---- BenchmarkRuns of a schedule (schedules.ScheduleReconciler) ----------------------
     def benchmark_runs_in(self, namespace: str, selector: str) -> list[JSON]:

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import http.client
 import json
-import socket
 import ssl
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from functools import partial
 from typing import Any, Literal, TypeVar
 
+from tidb_bench_operator.adapters.http_get import unreachable_reason, urllib_get
 from tidb_bench_operator.adapters.pd.client import (
     EXEC_ADVICE,
     LEADER_PATH,
@@ -24,9 +19,8 @@ from tidb_bench_operator.adapters.pd.client import (
     parse_answer,
     status_hint,
 )
-from tidb_bench_operator.adapters.tls import explain, ssl_cause
+from tidb_bench_operator.adapters.tls import ssl_cause
 from tidb_bench_operator.domain.pd import Operator, Store, parse_operators, parse_stores
-from tidb_bench_operator.domain.untrusted import MAX_DOCUMENT_BYTES
 from tidb_bench_operator.errors import (
     PDResponseError,
     PDUnreachableError,
@@ -39,83 +33,16 @@ T = TypeVar("T")
 Kind = Literal["stores", "operators"]
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """A 3xx is the answer: following it would let a PD URL lead the controller elsewhere."""
-
-    def redirect_request(self, *_args: object, **_kwargs: object) -> None:
-        return None
-
-
-def _read_within(response: Any, deadline: float, limit: int) -> bytes:
-    """The body, read in pieces until `deadline` (monotonic): a trickle cannot hold us."""
-    parts: list[bytes] = []
-    size = 0
-    while size <= limit:
-        if time.monotonic() > deadline:
-            raise TimeoutError("the answer did not end in time")
-        piece = response.read1(64 * 1024) if hasattr(response, "read1") else response.read()
-        if not piece:
-            break
-        parts.append(piece)
-        size += len(piece)
-    return b"".join(parts)
-
-
 def urllib_transport(
     url: str, timeout: float, context: ssl.SSLContext | None = None
 ) -> tuple[int, bytes, str]:
-    """GET `url` with urllib: (status, body, content type) for any HTTP answer; OSError when
-    there is none. Redirects are not followed (a 3xx is returned); the whole answer must
-    come within `timeout` seconds (each read also times out).
+    """GET `url` with urllib (adapters.http_get: redirects not followed, the whole answer
+    within `timeout`, at most MAX_DOCUMENT_BYTES read): (status, body, content type) for any
+    HTTP answer; OSError when there is none.
 
     `context`: TLS with a client certificate, the server verified (adapters.tls).
     """
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
-    opener = urllib.request.build_opener(
-        urllib.request.HTTPSHandler(context=context), _NoRedirect()
-    )
-    deadline = time.monotonic() + timeout
-    try:
-        with opener.open(request, timeout=timeout) as response:
-            body = _read_within(response, deadline, MAX_DOCUMENT_BYTES)
-            return int(response.status), body, str(response.headers.get("Content-Type") or "")
-    except urllib.error.HTTPError as exc:
-        # A non-200 is an answer, not a transport failure (PD puts its error text in the
-        # body; it is never quoted: the URL may not be PD's).
-        try:
-            body = _read_within(exc, deadline, MAX_DOCUMENT_BYTES)
-            return exc.code, body, str(exc.headers.get("Content-Type") or "")
-        finally:
-            exc.close()
-    except http.client.HTTPException as exc:
-        # e.g. plain HTTP against a TLS-only PD: something answered, but not HTTP.
-        raise ConnectionError(f"not an HTTP answer ({type(exc).__name__})") from exc
-
-
-def _unreachable_reason(
-    exc: BaseException, url: str, timeout: float, tls_secret: str | None = None
-) -> str:
-    """A short, specific description of why no HTTP answer came."""
-    cause: object = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or url
-    source = f"Secret {tls_secret}" if tls_secret else None
-    tls_problem = explain(exc, peer=f"PD {parts.netloc}", source=source)
-    if tls_problem is not None:
-        return tls_problem
-    if isinstance(cause, ConnectionRefusedError):
-        return "connection refused (nothing listens on that host and port)"
-    if isinstance(cause, TimeoutError):
-        return f"no answer within {timeout:g} s (timed out)"
-    if isinstance(cause, socket.gaierror):
-        return f"cannot resolve host {host!r} ({cause.strerror or cause})"
-    if isinstance(cause, ssl.SSLError):
-        return f"TLS handshake failed ({cause})"
-    if isinstance(cause, ConnectionError) and str(cause).startswith("not an HTTP answer"):
-        return str(cause)
-    if isinstance(cause, BaseException):
-        return type(cause).__name__  # its text may carry what the endpoint sent
-    return "no answer"
+    return urllib_get(url, timeout, context=context)
 
 
 class HTTPPDClient:
@@ -150,7 +77,7 @@ class HTTPPDClient:
         try:
             status, body, content_type = self._transport(url, limit)
         except OSError as exc:
-            reason = _unreachable_reason(exc, url, limit, self.tls_secret)
+            reason = unreachable_reason(exc, url, limit, peer="PD", tls_secret=self.tls_secret)
             advice = (
                 ""  # PD answered; the certificates disagree, which another way cannot mend
                 if ssl_cause(exc) is not None
