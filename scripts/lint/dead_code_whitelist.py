@@ -29,4 +29,3 @@ _.redirect_request
 # pymysql reads it before every read (adapters/mysql.py: the greeting within the connect
 # timeout, queries within the longer read timeout; pymysql has no setter).
 _._read_timeout
-

@@ -10,46 +10,15 @@ is None.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 
-from tidb_bench_operator.domain.api.common import QUANTITY
 from tidb_bench_operator.domain.cluster.view import V1_LABELS, V2_LABELS
 from tidb_bench_operator.domain.manifests import LABEL_RUN
 from tidb_bench_operator.domain.objects import JSONView, get_path, metadata_labels, metadata_name
+from tidb_bench_operator.domain.resources.quantity import parse_quantity
 
 #: The component of the benchmark's own pods.
 CLIENT = "client"
-
-# Kubernetes resource.Quantity suffixes (apimachinery pkg/api/resource/suffix.go): binary
-# powers of 1024 and decimal powers of 1000; `m` is milli, so "250m" CPU is 0.25 cores.
-_BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
-_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-_NUMBER = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(.*)$")
-
-
-def parse_quantity(text: object) -> float | None:
-    """A Kubernetes quantity ("250m", "2", "1.5", "1k", "4Gi", "1e3") as a number, else None."""
-    if isinstance(text, int | float) and not isinstance(text, bool):
-        return float(text)
-    if not isinstance(text, str) or not re.fullmatch(QUANTITY, text):
-        return None
-    match = _NUMBER.match(text)
-    if match is None:
-        return None
-    number, suffix = match.groups()
-    try:
-        value = Decimal(number)
-        if suffix in _BINARY:
-            value *= Decimal(1024) ** _BINARY[suffix]
-        elif suffix in _DECIMAL:
-            value *= Decimal(10) ** _DECIMAL[suffix]
-        else:  # an exponent: e3, E-2
-            value *= Decimal(10) ** int(suffix[1:])
-    except (InvalidOperation, ValueError):
-        return None
-    return float(value)
 
 
 @dataclass(frozen=True)

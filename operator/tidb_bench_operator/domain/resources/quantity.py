@@ -16,7 +16,10 @@ _SPLIT = re.compile(r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(.*)")
 
 
 def parse_quantity(text: object) -> float | None:
-    """A quantity ("250m", "2", "1.5", "4Gi", "1e3") as a finite number, else None."""
+    """A quantity ("250m", "2", "1.5", "4Gi", "1e3"; YAML's bare 2) as a finite number, else
+    None."""
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        return float(text) if math.isfinite(text) else None
     if not isinstance(text, str) or len(text) > 64 or not re.fullmatch(QUANTITY, text):
         return None
     match = _SPLIT.fullmatch(text)

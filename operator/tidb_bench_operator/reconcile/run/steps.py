@@ -404,7 +404,8 @@ def record(ctx: RunContext, step: StepStatus, reports: list[StepReport], pods: l
     # the controller stop before this look's status is written, the next look finds the
     # Jobs gone and takes the step from the store (_recorded_already), not measuring again.
     ctx.delete_jobs(role="step", step=step.index, round_=round_)
-    ctx.event("Normal", "StepSucceeded", _recorded_text(ctx, updated, combined.result, round_))
+    text = _recorded_text(ctx, updated, combined.result, round_) + usage.event_text(resources)
+    ctx.event("Normal", "StepSucceeded", text)
     if again:
         what = f"step {step.index + 1} ({step.workload}, {step.threads} threads)"
         ctx.event(

@@ -21,11 +21,11 @@ from tidb_bench_operator.domain.resources.derive import (
     compute_step_resources,
     unavailable_resources,
 )
+from tidb_bench_operator.domain.resources.describe import describe_resources
 from tidb_bench_operator.domain.resources.facts import CLIENT, node_facts, pod_facts
 from tidb_bench_operator.domain.resources.usage import PodKey
 from tidb_bench_operator.errors import TidbBenchError
 from tidb_bench_operator.reconcile.run.context import RunContext
-
 
 #: How long after a window's end its usage is read: Prometheus's scrape interval (kubelet's
 #: cAdvisor job: 15-30 s in kube-prometheus, so a window's tail is extrapolated there) is
@@ -136,3 +136,12 @@ def _finished_clients(pods: Sequence[JSON]) -> list[JSON]:
         if job not in by_job or done:
             by_job[job] = p
     return [by_job[j] for j in sorted(by_job)]
+
+
+def event_text(resources: StepResources | None) -> str:
+    """What a StepSucceeded Event adds about the server: `; server …; bottleneck: …`."""
+    if resources is None:
+        return ""
+    lines = describe_resources(resources)
+    kept = [lines[0], *(line for line in lines[1:] if line.startswith("bottleneck:"))]
+    return "".join(f"; {line}" for line in dict.fromkeys(kept))

@@ -10,10 +10,10 @@ from tidb_bench_operator.domain.resources.facts import (
     NodeFacts,
     PodFacts,
     node_facts,
-    parse_quantity,
     pod_component,
     pod_facts,
 )
+from tidb_bench_operator.domain.resources.quantity import parse_quantity
 from unit.domain.resources.support import client_pods, load, nodes, v1_pods
 
 

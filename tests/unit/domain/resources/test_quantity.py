@@ -26,6 +26,8 @@ def test_a_quantity_is_read_as_its_number(text: str, value: float) -> None:
     assert parse_quantity(text) == pytest.approx(value)
 
 
-@pytest.mark.parametrize("text", ["", "lots", "1x", "1 Ki", "Ki", "1e999", None, 5, "9" * 70])
+@pytest.mark.parametrize(
+    "text", ["", "lots", "1x", "1 Ki", "Ki", "1e999", None, True, float("inf"), "9" * 70]
+)
 def test_anything_else_is_none_never_an_error(text: object) -> None:
     assert parse_quantity(text) is None
