@@ -145,8 +145,18 @@ def _peak(values: Iterable[float | None]) -> float | None:
     return max((v for v in values if v is not None), default=None)
 
 
+#: metrics-server refreshes its numbers every 15 s (its --metric-resolution default): one
+#: sample of the same pods in this time is enough, however often a step is looked at.
+SAMPLE_EVERY = timedelta(seconds=5)
+#: After the API answered "not served" or "forbidden", it is not asked again for this long.
+BACK_OFF = timedelta(seconds=60)
+
+
 class MetricsServerSource:
     """A UsageSource over the resource metrics API; never raises."""
+
+    #: Its samples are taken while the step runs: nothing to wait for after the window.
+    settle_seconds = 0.0
 
     def __init__(self, kube: MetricsAPI, *, clock: Callable[[], datetime] = _now) -> None:
         self._kube = kube
@@ -157,11 +167,24 @@ class MetricsServerSource:
         self._queries = 0
         #: Why the last sample failed, in our words (None when it did not).
         self._problem: str | None = None
+        #: When each set of namespaces was last sampled, and when the API last said no.
+        self._sampled: dict[frozenset[str], datetime] = {}
+        self._refused_at: datetime | None = None
 
     def sample(self, pods: Sequence[PodKey], at: datetime) -> None:
-        """Read the pods' namespaces and the nodes once, and keep the samples."""
+        """Read the pods' namespaces and the nodes once, and keep the samples (at most once
+        in SAMPLE_EVERY for the same namespaces; not for BACK_OFF after the API said no)."""
+        spaces = frozenset(p.namespace for p in pods)
+        last = self._sampled.get(spaces)
+        if (last is not None and at - last < SAMPLE_EVERY) or (
+            self._refused_at is not None and at - self._refused_at < BACK_OFF
+        ):
+            return
+        self._sampled[spaces] = at
         try:
             self._take(pods, at)
+            if self._problem in (NOT_SERVED, FORBIDDEN):
+                self._refused_at = at
         except Exception as exc:  # never raise: resource data is evidence, not a gate
             self._problem = f"the resource metrics API: sampling failed ({type(exc).__name__})"
 

@@ -156,6 +156,9 @@ class _Read:
 class PrometheusUsageSource:
     """A UsageSource reading a Prometheus' HTTP API; never raises."""
 
+    #: A window's last seconds are in Prometheus once it has scraped past them.
+    settle_seconds = 2.0
+
     def __init__(
         self,
         base_url: str,

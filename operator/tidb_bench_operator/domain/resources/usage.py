@@ -59,6 +59,10 @@ class UsageReading:
 class UsageSource(Protocol):
     """Reads pods' (and nodes') usage over a window; never raises: failures are `unavailable`."""
 
+    #: How long after a window's end its usage is complete in the source (a scrape interval
+    #: for Prometheus; 0 for the metrics API, sampled during the step).
+    settle_seconds: float
+
     def sample(self, pods: Sequence[PodKey], at: datetime) -> None:
         """Take one sample now (the metrics API, which has no history); others do nothing."""
         ...

@@ -27,10 +27,8 @@ from tidb_bench_operator.domain.resources.usage import PodKey
 from tidb_bench_operator.errors import TidbBenchError
 from tidb_bench_operator.reconcile.run.context import RunContext
 
-#: How long after a window's end its usage is read: Prometheus's scrape interval (kubelet's
-#: cAdvisor job: 15-30 s in kube-prometheus, so a window's tail is extrapolated there) is
-#: not known here; 2 s covers a fast scrape and its ingestion.
-SETTLE_SECONDS = 2.0
+#: The longest a step's record waits for its source to settle (UsageSource.settle_seconds).
+MAX_SETTLE_SECONDS = 3.0
 
 
 def _cluster_pods(ctx: RunContext) -> list[JSON]:
@@ -102,10 +100,10 @@ def measure(
         why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         return unavailable_resources("kubernetes", f"the cluster's pods: {why}", start, end)
     # A scraping source has the window's last seconds only once it has scraped past them:
-    # a step recorded the moment it ends waits that long (once a step, at most SETTLE_SECONDS).
-    lag = (end + timedelta(seconds=SETTLE_SECONDS) - ctx.now).total_seconds()
+    # a step recorded the moment it ends waits that long (once a step, a few seconds at most).
+    lag = (end + timedelta(seconds=source.settle_seconds) - ctx.now).total_seconds()
     if lag > 0:
-        time.sleep(min(lag, SETTLE_SECONDS))
+        time.sleep(min(lag, source.settle_seconds, MAX_SETTLE_SECONDS))
     clients = _finished_clients(client_pods)
     names = sorted({p["spec"].get("nodeName") for p in [*cluster, *clients]} - {None, ""})
     reading = source.read(_keys([*cluster, *clients]), names, start, end)

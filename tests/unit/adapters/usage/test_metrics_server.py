@@ -185,3 +185,16 @@ def test_a_broken_answer_is_no_sample_not_a_crash() -> None:
     reading = source.read(PODS, ["node1"], START, END)
     pd = {p.name: p for p in reading.pods}["basic-pd-0"]
     assert pd.cpu_cores is None and pd.memory_bytes == 1024
+
+
+def test_looks_closer_than_five_seconds_sample_once_and_a_refusing_api_is_left_alone() -> None:
+    kube = RecordedMetricsAPI()
+    source = MetricsServerSource(kube)
+    for tenth in range(0, 60, 5):  # a look every half second for six seconds
+        source.sample(PODS, START + timedelta(seconds=tenth / 10))
+    assert len(kube.calls) == 4, "two samples (at 0 s and 5 s), two requests each"
+    absent = RecordedMetricsAPI(absent=True)
+    refused = MetricsServerSource(absent)
+    for second in range(0, 120, 6):  # every 6 s for two minutes
+        refused.sample(PODS, START + timedelta(seconds=second))
+    assert len(absent.calls) == 2, "asked at 0 s and again once BACK_OFF (60 s) had passed"
