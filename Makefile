@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/tests
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: test deps venv k8s lint types contracts unit e2e bench bench-input bench-guard bench-size bench-stall fuzz soak testbed-up testbed-down demo clean crds docs-images compare-outputs
+.PHONY: test deps venv k8s lint types contracts unit e2e bench bench-input bench-guard bench-size bench-stall bench-resources fuzz soak testbed-up testbed-down demo clean crds docs-images compare-outputs
 
 test: deps venv k8s lint types contracts unit e2e
 
@@ -79,6 +79,12 @@ bench: venv bench-input bench-size bench-stall
 	$(BIN)/python bench/run_vs_sysbench.py
 	$(BIN)/python bench/controller_overhead.py
 	$(BIN)/python bench/scale.py
+	$(BIN)/python bench/resources_cost.py
+
+# What reading server resources costs a step (controller CPU, Prometheus queries, wall
+# time), against the same sweep with spec.metrics.source none; needs `make testbed-up`.
+bench-resources: venv
+	$(BIN)/python bench/resources_cost.py
 
 bench-input: venv
 	$(BIN)/python bench/hostile_input.py

@@ -121,7 +121,18 @@ def measure(
         qps=qps,
         client_cpu=cpu,
         spec=ctx.spec.metrics,
+        leaders=_leaders(ctx) if cluster else None,
     )
+
+
+def _leaders(ctx: RunContext) -> dict[str, int] | None:
+    """PD's leader count per TiKV store address, for the hot store's cross-check; None when
+    PD is not known or did not answer (the verdict then stands on CPU alone)."""
+    if ctx.deps.pd_look is None or ctx.endpoint.pd_url is None:
+        return None
+    look = ctx.deps.pd_look(ctx.spec, ctx.run.namespace, ctx.endpoint)
+    found = {s.address: s.leader_count for s in look.stores if s.address}
+    return {k: v for k, v in found.items() if v is not None} or None
 
 
 def _finished_clients(pods: Sequence[JSON]) -> list[JSON]:
