@@ -174,8 +174,8 @@ def _check(kind: str, path: tuple[str, ...], value: Any, problems: list[str]) ->
     where = "spec" + "".join(f".{p}" for p in path)
     if "config" not in path and any(p in _TLS_KEYS for p in path):
         problems.append(
-            f"{where}: TLS and security cannot be changed by an experiment (clients and certificates would "
-            "change under the run); change it by hand and measure with a BenchmarkRun"
+            f"{where}: TLS and security cannot be changed by an experiment (clients and "
+            "certificates would change under the run); change it by hand, then measure"
         )
         return
     if any(p in _VOLUME_KEYS for p in path) or (
