@@ -28,7 +28,7 @@ from tidb_bench_operator.domain.api.experiment import (
     VariantStatus,
     VariantSummary,
 )
-from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
+from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec, ClusterRef
 from tidb_bench_operator.domain.experiment.patch import (
     diff,
     restore_patch,
@@ -176,8 +176,11 @@ class _Reconcile:
         problems = check_variants(self.spec)
         if problems:
             return self.finish(Phase.FAILED, "refused: " + "; ".join(problems))
-        if facts.busy:
-            st.message = f"waiting: {facts.busy}"
+        if facts.busy or facts.moving:
+            # Refuse to start on a cluster held by another run or already changing: its
+            # "as found" would be a moment of someone else's change.
+            why = facts.busy or "the cluster is changing: " + "; ".join(facts.moving[:3])
+            st.message = f"waiting: {why}"
             return self.done()
         self.stash = build_stash(self.spec, facts.specs)
         st.plan = [s.text() for s in build_plan(self.spec, self.stash)]
@@ -261,13 +264,24 @@ class _Reconcile:
         entry.phase, entry.run = VariantPhase.MEASURING, run_name(self.facts.experiment, entry.name)
         self.st.phase = Phase.MEASURING
         self.st.message = f"measuring {entry.name} (BenchmarkRun {entry.run})"
-        return self.done(CreateRun(entry.run, self.spec.run))
+        return self.done(CreateRun(entry.run, self.run_spec()))
+
+    def run_spec(self) -> BenchmarkRunSpec:
+        """The run template aimed at the experiment's cluster (namespace and kind filled in)."""
+        ref, cluster = self.spec.run.cluster, self.spec.cluster
+        aimed = ClusterRef(
+            name=cluster.name,
+            namespace=cluster.namespace,
+            kind=cluster.kind,
+            tidb_group=ref.tidb_group if ref else None,
+        )
+        return self.spec.run.model_copy(update={"cluster": aimed})
 
     def measuring(self) -> Decision:
         st, entry, run = self.st, self.entry(), self.facts.run
         assert entry.run is not None
         if run is None or run.phase is None:
-            return self.done(CreateRun(entry.run, self.spec.run))
+            return self.done(CreateRun(entry.run, self.run_spec()))
         if run.unfair is not None and run.phase in TERMINAL_PHASES:
             entry.phase, entry.skipped_reason = VariantPhase.SKIPPED, f"unfair: {run.unfair}"
             stop = self.spec.on_unfair_variant == "Stop"

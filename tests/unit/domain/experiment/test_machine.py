@@ -260,3 +260,42 @@ def test_a_busy_cluster_keeps_the_experiment_pending_and_a_bad_patch_fails_it() 
     assert status.message.startswith(
         "refused: variants[0].patch: spec.tikv.requests.storage: storage cannot be changed"
     )
+
+
+def test_the_run_is_aimed_at_the_experiments_cluster_by_namespace_and_kind() -> None:
+    spec, world = experiment(), World()
+    status = step(spec, world, None)
+    decision = decide(spec, status, world.facts(status))
+    (create,) = decision.actions
+    assert isinstance(create, CreateRun) and create.name == "what-if-baseline"
+    assert create.spec.cluster is not None
+    assert (create.spec.cluster.name, create.spec.cluster.namespace, create.spec.cluster.kind) == (
+        "basic",
+        "tidb-cluster",
+        "TidbCluster",
+    )
+
+
+def test_a_cluster_still_changing_is_not_stashed_until_it_settles() -> None:
+    world = World(moving=("tikv: phase Upgrade, not Normal",))
+    status = step(experiment(), world, None)
+    assert status.phase is ExperimentPhase.PENDING and status.stash == []
+    assert status.message == "waiting: the cluster is changing: tikv: phase Upgrade, not Normal"
+
+
+def test_a_restart_while_restoring_sends_the_same_restore_and_then_waits() -> None:
+    spec, world = experiment(baseline=False, settleTimeoutSeconds=90), World()
+    status = until(spec, world, None, ExperimentPhase.SETTLING)
+    world.runs["what-if-tikv-4"] = RunFacts(phase="Failed")
+    world.moving = ()
+    status = until(spec, world, status, ExperimentPhase.MEASURING)
+    before = copy.deepcopy(world.spec)
+    decision = decide(spec, status, world.facts(status))
+    assert decision.status.phase is ExperimentPhase.RESTORING
+    # The controller died after writing Restoring but before the patch: the same patch.
+    again = decide(spec, decision.status, world.facts(decision.status))
+    assert again.actions == decision.actions and world.spec == before
+    world.perform(again)
+    after = decide(spec, decision.status, world.facts(decision.status))
+    assert after.actions == () and after.status.phase is ExperimentPhase.RESTORING
+    assert world.spec == TC["spec"]

@@ -62,3 +62,27 @@ def test_a_variant_named_baseline_or_of_the_wrong_generation_is_refused() -> Non
                                                         "patch": {}}]}])  # fmt: skip
     with pytest.raises(SpecError, match=r"^spec.run.cluster: must name the experiment's cluster"):
         experiment(run={"cluster": {"name": "other"}, "credentials": {"secretRef": {"name": "r"}}})
+
+
+def test_a_v2_plan_patches_each_group_and_restores_only_what_a_variant_touched() -> None:
+    spec = experiment(
+        cluster={"name": "basic", "namespace": "tidb-cluster", "kind": "Cluster"},
+        variants=[
+            {
+                "name": "tikv-4",
+                "groups": [{"kind": "TiKVGroup", "name": "tikv", "patch": {"replicas": 4}}],
+            },
+            {
+                "name": "tidb-3",
+                "groups": [{"kind": "TiDBGroup", "name": "tidb", "patch": {"replicas": 3}}],
+            },
+        ],
+    )
+    found = {("TiKVGroup", "tikv"): {"replicas": 3}, ("TiDBGroup", "tidb"): {"replicas": 2}}
+    steps = build_plan(spec, build_stash(spec, found))
+    assert [[p.text() for p in s.patches] for s in steps] == [
+        [],
+        ['TiKVGroup tikv: {"replicas": 4}'],
+        ['TiDBGroup tidb: {"replicas": 3}', 'TiKVGroup tikv: {"replicas": 3}'],
+        ['TiDBGroup tidb: {"replicas": 2}'],
+    ]
