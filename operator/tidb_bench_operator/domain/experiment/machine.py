@@ -174,6 +174,11 @@ class _Reconcile:
     def pending(self) -> Decision:
         st, facts = self.st, self.facts
         problems = check_variants(self.spec)
+        wanted = {k for v in self.spec.variants for k in variant_patches(self.spec, v)}
+        problems += [
+            f"{kind} {name} not found in namespace {self.spec.cluster.namespace}"
+            for kind, name in sorted(wanted - facts.specs.keys())
+        ]
         if problems:
             return self.finish(Phase.FAILED, "refused: " + "; ".join(problems))
         if facts.busy or facts.moving:

@@ -299,3 +299,15 @@ def test_a_restart_while_restoring_sends_the_same_restore_and_then_waits() -> No
     after = decide(spec, decision.status, world.facts(decision.status))
     assert after.actions == () and after.status.phase is ExperimentPhase.RESTORING
     assert world.spec == TC["spec"]
+
+
+def test_a_variant_patching_an_object_that_does_not_exist_fails_before_any_change() -> None:
+    spec = experiment(
+        cluster={"name": "basic", "namespace": "tidb-cluster", "kind": "Cluster"},
+        variants=[{"name": "tikv-4", "groups": [{"kind": "TiKVGroup", "name": "tikv",
+                                                  "patch": {"replicas": 4}}]}],
+    )  # fmt: skip
+    decision = decide(spec, None, Facts(experiment="what-if", now=T0, specs={}))
+    assert decision.actions == ()
+    assert decision.status.phase is ExperimentPhase.FAILED
+    assert decision.status.message == "refused: TiKVGroup tikv not found in namespace tidb-cluster"

@@ -129,3 +129,12 @@ def test_nothing_to_restore_when_the_cluster_already_holds_its_found_values() ->
     stash = stash_of(V2_TIKV["spec"], [{"replicas": 4}])
     assert restore_patch(stash, V2_TIKV["spec"], {"replicas": 4}).patch == {}
     assert restore_patch(stash, V2_TIKV["spec"], None).patch == {}
+
+
+def test_a_toml_config_replaced_by_an_object_gets_its_text_back() -> None:
+    spec = TC["spec"]
+    variant = {"pd": {"config": {"schedule": {"leader-schedule-limit": 8}}}}
+    stash = stash_of(spec, [variant])
+    assert stash == {"/pd/config": spec["pd"]["config"]}
+    now = merge(spec, variant)
+    assert merge(now, restore_patch(stash, now, variant).patch) == spec
