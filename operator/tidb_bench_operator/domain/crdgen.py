@@ -13,13 +13,25 @@ from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import core_schema
 
 from tidb_bench_operator.domain.api.common import GROUP, VERSION
-from tidb_bench_operator.domain.api.resources import BenchmarkRun, BenchmarkSchedule
+from tidb_bench_operator.domain.api.experiment import (
+    BenchmarkExperimentSpec,
+    BenchmarkExperimentStatus,
+)
+from tidb_bench_operator.domain.api.resources import (
+    BenchmarkExperiment,
+    BenchmarkRun,
+    BenchmarkSchedule,
+)
 from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus, SweepSummary
 from tidb_bench_operator.domain.api.schedule import BenchmarkScheduleSpec, BenchmarkScheduleStatus
 
-KINDS = ("BenchmarkRun", "BenchmarkSchedule")
-FILES = {"BenchmarkRun": "benchmarkrun.yaml", "BenchmarkSchedule": "benchmarkschedule.yaml"}
+KINDS = ("BenchmarkRun", "BenchmarkSchedule", "BenchmarkExperiment")
+FILES = {
+    "BenchmarkRun": "benchmarkrun.yaml",
+    "BenchmarkSchedule": "benchmarkschedule.yaml",
+    "BenchmarkExperiment": "benchmarkexperiment.yaml",
+}
 HEADER = (
     "# Generated from the models in operator/tidb_bench_operator/domain/api/ by\n"
     "# `python -m tidb_bench_operator.domain.crdgen crds/` -- do not edit.\n"
@@ -32,6 +44,7 @@ _ORDER = (
     "type",
     "format",
     "x-kubernetes-int-or-string",
+    "x-kubernetes-preserve-unknown-fields",
     "nullable",
     "enum",
     "default",
@@ -143,7 +156,11 @@ def _convert(node: Mapping[str, Any], defs: Mapping[str, Any], *, defaults: bool
         out["required"] = [n for n in out["required"] if not props.get(n, {}).get("nullable")]
         if not out["required"]:
             del out["required"]
-    if "type" not in out and not out.get("x-kubernetes-int-or-string"):
+    if (
+        "type" not in out
+        and not out.get("x-kubernetes-int-or-string")
+        and not out.get("x-kubernetes-preserve-unknown-fields")
+    ):
         raise ValueError(f"not structural: no type in {node}")
     return {key: out[key] for key in _ORDER if key in out}
 
@@ -197,6 +214,16 @@ def _columns(kind: str) -> list[dict[str, Any]]:
             _column("Invalid", "integer", ".status.invalidSteps", _text(status, "invalid_steps")),
             _AGE,
         ]
+    if kind == "BenchmarkExperiment":
+        exp, est = BenchmarkExperimentSpec, BenchmarkExperimentStatus
+        return [
+            _column("Phase", "string", ".status.phase", _text(est, "phase")),
+            _column("Cluster", "string", ".spec.cluster.name", _text(exp, "cluster")),
+            _column("Variant", "string", ".status.variant", _text(est, "variant")),
+            _column("Dry Run", "boolean", ".spec.dryRun", _text(exp, "dry_run"), priority=1),
+            _column("Message", "string", ".status.message", _text(est, "message"), priority=1),
+            _AGE,
+        ]
     sched, st = BenchmarkScheduleSpec, BenchmarkScheduleStatus
     return [
         _column("Schedule", "string", ".spec.schedule", _text(sched, "schedule")),
@@ -210,7 +237,7 @@ def _columns(kind: str) -> list[dict[str, Any]]:
 
 
 def build_crd(kind: str) -> dict[str, Any]:
-    """The apiextensions.k8s.io/v1 CustomResourceDefinition of BenchmarkRun or BenchmarkSchedule."""
+    """The apiextensions.k8s.io/v1 CustomResourceDefinition of one of KINDS."""
     resources: dict[str, tuple[type[BaseModel], type[BaseModel], type[BaseModel], list[str]]] = {
         "BenchmarkRun": (BenchmarkRun, BenchmarkRunSpec, BenchmarkRunStatus, ["bench", "benchrun"]),
         "BenchmarkSchedule": (
@@ -218,6 +245,12 @@ def build_crd(kind: str) -> dict[str, Any]:
             BenchmarkScheduleSpec,
             BenchmarkScheduleStatus,
             ["benchsched"],
+        ),
+        "BenchmarkExperiment": (
+            BenchmarkExperiment,
+            BenchmarkExperimentSpec,
+            BenchmarkExperimentStatus,
+            ["benchexp"],
         ),
     }
     if kind not in resources:
@@ -301,7 +334,7 @@ def render_yaml(kind: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write crds/benchmarkrun.yaml and crds/benchmarkschedule.yaml into the given directory."""
+    """Write the CRD of each of KINDS (FILES names the file) into the given directory."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m tidb_bench_operator.domain.crdgen CRD_DIR", file=sys.stderr)

@@ -15,6 +15,13 @@ import yaml
 from pydantic import BaseModel
 
 from tidb_bench_operator.domain import crdgen
+from tidb_bench_operator.domain.api.experiment import (
+    BenchmarkExperimentSpec,
+    BenchmarkExperimentStatus,
+    Restored,
+    VariantStatus,
+    VariantSummary,
+)
 from tidb_bench_operator.domain.api.results import Latency
 from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 from tidb_bench_operator.domain.api.run_status import (
@@ -32,11 +39,22 @@ from tidb_bench_operator.domain.api.schedule import (
     BenchmarkScheduleStatus,
     HistoryEntry,
 )
+from tidb_bench_operator.domain.experiment.plan import build_plan, build_stash, stash_entries
+from unit.domain.experiment.support import KEY, TC, experiment
 
 ROOT = Path(__file__).resolve().parents[3]
 MODELS: dict[str, tuple[type[BaseModel], type[BaseModel]]] = {
     "BenchmarkRun": (BenchmarkRunSpec, BenchmarkRunStatus),
     "BenchmarkSchedule": (BenchmarkScheduleSpec, BenchmarkScheduleStatus),
+    "BenchmarkExperiment": (BenchmarkExperimentSpec, BenchmarkExperimentStatus),
+}
+#: The only fields that hold arbitrary JSON: a variant's merge patches and the stashed values.
+PRESERVED = {
+    "BenchmarkExperiment": [
+        ".spec.variants[].patch",
+        ".spec.variants[].groups[].patch",
+        ".status.stash[].value",
+    ]
 }
 KINDS = list(MODELS)
 
@@ -62,6 +80,10 @@ def validate(node: dict[str, Any], value: Any, path: str = "") -> list[str]:
     """What the API server would reject or prune in `value` (the subset of OpenAPI we use)."""
     if value is None:
         return [] if node.get("nullable") else [f"{path}: null would be pruned"]
+    if node.get("x-kubernetes-preserve-unknown-fields"):
+        # Kept as written; a typed one must still be of its type.
+        ok = "type" not in node or isinstance(value, dict)
+        return [] if ok else [f"{path}: {value!r} is not {node['type']}"]
     if node.get("x-kubernetes-int-or-string"):
         if not isinstance(value, int | str) or isinstance(value, bool):
             return [f"{path}: not an integer or string"]
@@ -242,15 +264,20 @@ def test_every_printer_column_points_at_a_field_of_the_right_type(kind: str) -> 
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_schema_is_structural(kind: str) -> None:
     forbidden = {"$ref", "$defs", "anyOf", "oneOf", "allOf", "not", "title", "const", "uniqueItems"}
+    preserved = []
     for path, node in nodes(schema_of(kind)):
         assert not forbidden & node.keys(), (path, forbidden & node.keys())
+        if node.get("x-kubernetes-preserve-unknown-fields"):
+            preserved.append(path)
+            assert "properties" not in node, path
+            continue
         assert node.get("type") or node.get("x-kubernetes-int-or-string"), path
-        assert "x-kubernetes-preserve-unknown-fields" not in node, path
         assert not ("properties" in node and "additionalProperties" in node), path
         if node.get("type") == "array":
             assert "items" in node, path
         if "exclusiveMinimum" in node:
             assert node["exclusiveMinimum"] is True and "minimum" in node, path
+    assert preserved == PRESERVED.get(kind, [])
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -426,6 +453,37 @@ def test_a_full_schedule_status_is_accepted_by_the_crd_schema() -> None:
     ).model_dump(by_alias=True, exclude_none=True, mode="json")
     schema = schema_of("BenchmarkSchedule")["properties"]["status"]
     assert validate(schema, status, ".status") == []
+
+
+def test_an_experiments_spec_and_full_status_are_accepted_by_the_crd_schema() -> None:
+    spec = experiment()
+    stash = build_stash(spec, {KEY: TC["spec"]})
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    status = BenchmarkExperimentStatus(
+        phase="Restoring",
+        stash=stash_entries(stash),
+        current=1,
+        variant="tikv-4",
+        variants=[
+            VariantStatus(name="baseline", phase="Succeeded", run="x-baseline",
+                          summary=VariantSummary(peak_qps=49_200.0, peak_threads=128)),
+            VariantStatus(name="tikv-4", phase="Skipped", run="x-tikv-4", patch_applied_at=now,
+                          settled_at=now, settle_seconds=42.5, skipped_reason="unfair: pod on n1"),
+        ],
+        applied="tikv-4",
+        restore_reason="Unfair",
+        restore_started_at=now,
+        restored=Restored(at=now, left_alone=["/tidb/replicas was changed"]),
+        plan=[s.text() for s in build_plan(spec, stash)],
+        message="restoring",
+    ).model_dump(by_alias=True, exclude_none=True, mode="json")  # fmt: skip
+    schema = schema_of("BenchmarkExperiment")["properties"]
+    assert validate(schema["status"], status, ".status") == []
+    body = spec.model_dump(by_alias=True, exclude_none=True, mode="json")
+    assert validate(schema["spec"], body, ".spec") == []
+    assert [e["pointer"] for e in status["stash"] if e.get("absent")] == [
+        "/tikv/topologySpreadConstraints"
+    ]
 
 
 def test_examples_are_accepted_by_the_crd_schema_without_pruning() -> None:

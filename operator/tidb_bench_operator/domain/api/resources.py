@@ -11,6 +11,10 @@ from pydantic import (
 )
 
 from tidb_bench_operator.domain.api.common import StatusModel
+from tidb_bench_operator.domain.api.experiment import (
+    BenchmarkExperimentSpec,
+    BenchmarkExperimentStatus,
+)
 from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
 from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus
 from tidb_bench_operator.domain.api.schedule import BenchmarkScheduleSpec, BenchmarkScheduleStatus
@@ -37,6 +41,17 @@ class BenchmarkSchedule(StatusModel):
     spec: BenchmarkScheduleSpec = Field(description="When to run what, and what is a regression.")
     status: BenchmarkScheduleStatus | None = Field(
         default=None, description="What the schedule has done."
+    )
+
+
+class BenchmarkExperiment(StatusModel):
+    """Measures a TiDB cluster as found and under each variant, then puts the cluster back."""
+
+    spec: BenchmarkExperimentSpec = Field(
+        description="The cluster it may change, the run, and the variants."
+    )
+    status: BenchmarkExperimentStatus | None = Field(
+        default=None, description="The stash, each variant's result and the restore."
     )
 
 
