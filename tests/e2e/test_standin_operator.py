@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from testbed.kube import CONTROL_PLANE_TAINT, tidbcluster_manifest, wait_for
+from testbed.kube import BENCH_LABEL, CONTROL_PLANE_TAINT, tidbcluster_manifest, wait_for
 from testbed.standin_operator import GROUP, PLURAL, VERSION, StandinOperator, pod_ready
 
 TOLERATE_BENCH_NODE = [{"key": CONTROL_PLANE_TAINT["key"], "operator": "Exists",
@@ -162,13 +162,14 @@ def test_with_the_benchmark_node_protected_the_third_tikv_stays_pending_on_kuber
 
     t0 = _patch(custom, namespace, {"replicas": 3})
     # node1 still counts as a topology domain with 0 TiKV (1.20's PodTopologySpread ignores
-    # taints; nodeTaintsPolicy came in 1.25), so node2 and node3 would make the skew 2, and
+    # taints; nodeTaintsPolicy came in 1.25, unset = Ignore), so node2 and node3 would make the skew 2, and
     # the taint keeps the pod off node1: it stays Pending, the phase stays Scale.
     why = wait_for(
         lambda: [e.message for e in core.list_namespaced_event(namespace).items
                  if e.reason == "FailedScheduling" and e.involved_object.name == "basic-tikv-2"],
         30, "FailedScheduling of basic-tikv-2",
     )  # fmt: skip
+    print(f"FailedScheduling of basic-tikv-2 seen +{time.monotonic() - t0:.1f}s: {why[0]}")
     assert "didn't match pod topology spread constraints" in why[0]
     assert "had taint {node-role.kubernetes.io/control-plane: }" in why[0]
     time.sleep(3)
@@ -207,6 +208,12 @@ def test_unprotected_the_third_tikv_lands_on_the_benchmark_node_and_rolls_one_at
     placed = rec.live("basic-tikv-")
     assert placed["basic-tikv-2"] == "node1", placed  # the benchmark node
     assert sorted(placed.values()) == ["node1", "node2", "node3"]
+    # Created without a node, bound by the scheduler, then marked Ready by the node agent.
+    pod = core.read_namespaced_pod("basic-tikv-2", namespace)
+    assert pod_ready(pod) and pod.status.phase == "Running"
+    assert f"Successfully assigned {namespace}/basic-tikv-2 to node1" in [
+        e.message for e in core.list_namespaced_event(namespace).items if e.reason == "Scheduled"
+    ]
     assert rec.phase_names("tikv", t_scale) == ["Scale", "Upgrade", "Normal"]
     assert rec.phase_names("tidb", t_scale) == []  # TiDB untouched: Normal throughout
     assert rec.phase_names("tidb")[-1] == "Normal"
@@ -244,3 +251,22 @@ def test_unprotected_the_third_tikv_lands_on_the_benchmark_node_and_rolls_one_at
     assert rec.phase_names("tikv", t_in) == ["Scale", "Normal"]
     print(f"roll of 3 TiKV: {max(n.ready or 0 for n in roll) - t_conf:.1f} s; scale-in "
           f"{time.monotonic() - t_in:.1f} s")  # fmt: skip
+
+
+def test_a_node_affinity_off_the_bench_node_takes_node1_out_of_the_domains_and_tikv_3_schedules(
+    bed_op: tuple[client.CustomObjectsApi, Recorder], core: client.CoreV1Api, namespace: str
+) -> None:
+    custom, rec = bed_op
+    off_bench = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": BENCH_LABEL, "operator": "DoesNotExist"}]}]}}}  # fmt: skip
+    _create(custom, namespace, affinity=off_bench)
+    _settled(custom, namespace, 2, 30)
+    assert sorted(rec.live("basic-tikv-").values()) == ["node2", "node3"]
+    # 1.20's PodTopologySpread counts only nodes that pass the pod's node affinity: the
+    # domains are node2 and node3, so a third TiKV may go beside either (skew 1).
+    t0 = _patch(custom, namespace, {"replicas": 3})
+    _settled(custom, namespace, 3, 30)
+    placed = rec.live("basic-tikv-")
+    assert placed["basic-tikv-2"] in ("node2", "node3"), placed
+    assert rec.phase_names("tikv", t0) == ["Scale", "Normal"]
