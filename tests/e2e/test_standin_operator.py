@@ -270,3 +270,49 @@ def test_a_node_affinity_off_the_bench_node_takes_node1_out_of_the_domains_and_t
     placed = rec.live("basic-tikv-")
     assert placed["basic-tikv-2"] in ("node2", "node3"), placed
     assert rec.phase_names("tikv", t0) == ["Scale", "Normal"]
+
+
+def test_a_restart_annotation_rolls_only_tidb_and_a_new_version_rolls_pd_then_tikv_then_tidb(
+    bed_op: tuple[client.CustomObjectsApi, Recorder], namespace: str
+) -> None:
+    custom, rec = bed_op
+    tc = tidbcluster_manifest("basic", namespace, replicas={"pd": 1, "tikv": 2, "tidb": 2})
+    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, tc)
+    _settled(custom, namespace, 2, 30)
+    wait_for(lambda: rec.phase_names("tidb")[-1:] == ["Normal"], 10, "TiDB Normal")
+
+    def deletions(since: float) -> list[str]:
+        gone = [lf for lf in rec.pods.values() if lf.deleted and lf.deleted > since]
+        return [lf.name for lf in sorted(gone, key=lambda lf: lf.deleted or 0)]
+
+    def all_normal() -> bool:
+        got = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "basic")
+        st = got.get("status") or {}
+        return all(
+            st[c]["phase"] == "Normal" and st[c]["statefulSet"]["updatedReplicas"] == n
+            for c, n in (("pd", 1), ("tikv", 2), ("tidb", 2))
+        )
+
+    # TiDB Operator's documented restart: an annotation on the component's pods.
+    t_ann = time.monotonic()
+    custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "basic", {"spec": {
+        "tidb": {"annotations": {"tidb.pingcap.com/restartedAt": "2026-12-03T06:50"}}}})  # fmt: skip
+    wait_for(lambda: deletions(t_ann) == ["basic-tidb-1", "basic-tidb-0"] and all_normal(),
+             30, "TiDB rolled")  # fmt: skip
+    time.sleep(0.3)
+    assert rec.phase_names("tidb", t_ann) == ["Upgrade", "Normal"]
+    assert rec.phase_names("tikv", t_ann) == rec.phase_names("pd", t_ann) == []
+
+    t_ver = time.monotonic()
+    custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "basic",
+                                          {"spec": {"version": "v8.1.1"}})  # fmt: skip
+    order = ["basic-pd-0", "basic-tikv-1", "basic-tikv-0", "basic-tidb-1", "basic-tidb-0"]
+    wait_for(lambda: deletions(t_ver) == order and all_normal(), 60, "PD, TiKV, TiDB rolled")
+    got = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "basic")
+    assert {c: got["status"][c]["image"] for c in ("pd", "tikv", "tidb")} == {
+        c: f"pingcap/{c}:v8.1.1" for c in ("pd", "tikv", "tidb")
+    }
+    # One component after the other: TiKV's first restart after PD is Normal again.
+    pd_done = next(t for t, p in rec.phases["pd"] if p == "Normal" and t > t_ver)
+    tikv_start = next(t for t, p in rec.phases["tikv"] if p == "Upgrade" and t > t_ver)
+    assert tikv_start >= pd_done

@@ -20,7 +20,9 @@ StatefulSets do, so that where a new pod lands is decided by the bed's real sche
   StatefulSet's template (image/version, config, annotations, labels, placement). When it
   changes, pods are replaced one at a time, highest ordinal first; the next is deleted only
   when every pod is Ready and has been for `min_ready_seconds` (a StatefulSet's
-  minReadySeconds; the bed's stand-ins are Ready at once, a real TiKV is not).
+  minReadySeconds; the bed's stand-ins are Ready at once, a real TiKV is not). Components
+  restart in TiDB Operator's order: TiKV's waits while PD is upgrading, TiDB's while PD or
+  TiKV is (a change of `spec.version` rolls PD, then TiKV, then TiDB).
 - **status** (no status subresource on the v1 CRD: a merge patch of the object):
   `status.<component>.phase` is `Scale` while pods are added or removed, `Upgrade` while a
   rolling restart runs, `Normal` when done (scaling before upgrading, as TiDB Operator
@@ -224,7 +226,10 @@ class StandinOperator:
                 continue
             mine = [p for p in pods if (p.metadata.labels or {}).get(
                 "app.kubernetes.io/component") == comp]  # fmt: skip
-            st = self.sync_component(tc, comp, mine)
+            # TiDB Operator upgrades PD, then TiKV, then TiDB: a component's restart waits
+            # while one before it is upgrading (its upgraders requeue until then).
+            st = self.sync_component(tc, comp, mine, held=any(
+                s["phase"] == UPGRADE for s in status.values()))  # fmt: skip
             status[comp] = st
             all_normal = all_normal and st["phase"] == NORMAL
         self._adopted.add(f"{ns}/{name}")
@@ -241,8 +246,11 @@ class StandinOperator:
                 GROUP, VERSION, ns, PLURAL, name, {"status": status}
             )
 
-    def sync_component(self, tc: dict[str, Any], comp: str, pods: list[Any]) -> dict[str, Any]:
-        """One step towards the spec for one component; returns its new status."""
+    def sync_component(
+        self, tc: dict[str, Any], comp: str, pods: list[Any], held: bool = False
+    ) -> dict[str, Any]:
+        """One step towards the spec for one component; returns its new status. `held`: a
+        component before it is upgrading, so this one's restart does not start yet."""
         ns, name = tc["metadata"]["namespace"], tc["metadata"]["name"]
         spec = tc["spec"]
         extra = {}
@@ -287,8 +295,8 @@ class StandinOperator:
             phase = UPGRADE if old_phase == UPGRADE else SCALE
             for o in missing:
                 self._create(ns, name, comp, o, template, revision)
-        elif not self._all_ready(live.values()):
-            pass
+        elif not self._all_ready(live.values()) or (outdated and held and old_phase != UPGRADE):
+            pass  # wait: a pod not Ready (long enough), or a component before this upgrading
         elif outdated:
             phase = UPGRADE
             self._delete(ns, name, comp, live.pop(outdated[-1]))
