@@ -43,6 +43,8 @@ class Recorder:
     namespace: str
     pods: dict[str, PodLife] = field(default_factory=dict)
     phases: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
+    #: The namespace's stand-in operator(s), stopped at the end (a test replaces one).
+    operators: list[StandinOperator] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
@@ -97,14 +99,19 @@ def bed_op(
     """This namespace's stand-in operator (pods Ready 1 s before the next is replaced) and a
     recorder of what the API shows."""
     custom = client.CustomObjectsApi(api)
-    op = StandinOperator(api, [namespace], interval=0.2, min_ready_seconds=1.0).start()
     rec = Recorder(core, custom, namespace)
+    rec.operators.append(_operator(api, namespace))
     t = threading.Thread(target=rec.run, daemon=True)
     t.start()
     yield custom, rec
     rec.stop()
     t.join(timeout=5)
-    op.stop()
+    for op in rec.operators:
+        op.stop()
+
+
+def _operator(api: client.ApiClient, namespace: str) -> StandinOperator:
+    return StandinOperator(api, [namespace], interval=0.2, min_ready_seconds=1.0).start()
 
 
 def _create(custom: client.CustomObjectsApi, ns: str, **tikv: Any) -> None:
@@ -316,3 +323,24 @@ def test_a_restart_annotation_rolls_only_tidb_and_a_new_version_rolls_pd_then_ti
     pd_done = next(t for t, p in rec.phases["pd"] if p == "Normal" and t > t_ver)
     tikv_start = next(t for t, p in rec.phases["tikv"] if p == "Upgrade" and t > t_ver)
     assert tikv_start >= pd_done
+
+
+def test_a_stand_in_operator_started_anew_mid_roll_finishes_the_roll_in_order(
+    bed_op: tuple[client.CustomObjectsApi, Recorder], api: client.ApiClient, namespace: str
+) -> None:
+    custom, rec = bed_op
+    _create(custom, namespace, replicas=3, tolerations=TOLERATE_BENCH_NODE)
+    _settled(custom, namespace, 3, 30)
+    rev = _tikv_status(custom, namespace)["statefulSet"]["updateRevision"]
+    t0 = _patch(custom, namespace, {"config": {"storage": {"reserve-space": "0MB"}}})
+    wait_for(lambda: any(lf.name == "basic-tikv-2" and lf.deleted for lf in rec.pods.values()),
+             10, "basic-tikv-2 deleted")  # fmt: skip
+    rec.operators[0].stop()  # the phase and revisions it left are in the TidbCluster's status
+    time.sleep(2)
+    assert _tikv_status(custom, namespace)["phase"] == "Upgrade"
+    rec.operators.append(_operator(api, namespace))
+    _settled(custom, namespace, 3, 60, old_rev=rev)
+    gone = sorted((lf for lf in rec.pods.values() if lf.deleted and lf.deleted > t0),
+                  key=lambda lf: lf.deleted or 0)  # fmt: skip
+    assert [lf.name for lf in gone] == ["basic-tikv-2", "basic-tikv-1", "basic-tikv-0"]
+    assert rec.phase_names("tikv", t0) == ["Upgrade", "Normal"]
