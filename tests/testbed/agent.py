@@ -2,7 +2,8 @@
 
 What it does, as a kubelet would:
 - pods that stand in for TiDB/TiKV/PD (TiDB Operator's component label, or the annotation
-  `testbed.tidbbench.io/standin`) go Running and Ready with pod IP 127.0.0.1;
+  `testbed.tidbbench.io/standin`) go Running and Ready with pod IP 127.0.0.1, created bound
+  or, as testbed.standin_operator makes them, once the scheduler has bound them;
 - every other pod bound to a node runs its containers' `command`+`args` as local processes,
   with the pod's env (value, secretKeyRef, configMapKeyRef, fieldRef, envFrom) and `$(VAR)`
   expansion; stdout/stderr become the container log; the termination message file is
