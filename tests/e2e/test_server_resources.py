@@ -27,7 +27,8 @@ pytestmark = pytest.mark.e2e
 
 #: The TiKV stand-in's CPU limit, and what its burner asks for (capped at the limit).
 LIMIT, BURN = "250m", "1.0"
-SATURATED = 70
+#: Seconds between steps, in which the burner starts or stops.
+PAUSE = 6
 
 
 def cluster(bed: RunBed) -> None:
@@ -64,13 +65,27 @@ def test_every_step_has_cores_per_component_pod_and_node_and_a_burner_in_step_2_
     bed: RunBed, testbed: Testbed, kubelet_prometheus: str, controller: Controller
 ) -> None:
     cluster(bed)
-    with CpuSampler(lambda procs: [mariadb_pid(testbed.state) or 0]) as db_proc:
-        bed.create(run_body(bed, "sweep", kubelet_prometheus))
-        wait_for(lambda: step_state(bed, "sweep", 1) == "Running", 120, "step 2 running")
+    ns = bed.namespace
+
+    def burner(procs: dict[int, Any]) -> list[int]:
+        return burner_pids(ns, "basic-tikv-1", procs)
+
+    # A pause between steps lets the burner start before step 2's Job and stop before step
+    # 3's: step 2's whole window has it, steps 1 and 3 none of it, however slow the machine.
+    body = run_body(bed, "sweep", kubelet_prometheus, pauseSeconds=PAUSE)
+    with (
+        CpuSampler(lambda procs: [mariadb_pid(testbed.state) or 0]) as db_proc,
+        CpuSampler(burner) as burn_proc,
+    ):
+        bed.create(body)
+        wait_for(lambda: step_state(bed, "sweep", 0) == "Succeeded", 120, "step 1 recorded")
         bed.annotate("basic-tikv-1", {BURN_ANNOTATION: BURN})
-        wait_for(lambda: burner_pids(bed.namespace, "basic-tikv-1"), 10, "the burner")
+        wait_for(lambda: burner_pids(ns, "basic-tikv-1"), 10, "the burner")
+        assert step_state(bed, "sweep", 1) in (None, "Pending"), "step 2 began before the burner"
         wait_for(lambda: step_state(bed, "sweep", 1) == "Succeeded", 120, "step 2 recorded")
         bed.annotate("basic-tikv-1", {BURN_ANNOTATION: None})
+        wait_for(lambda: not burner_pids(ns, "basic-tikv-1"), 10, "the burner gone")
+        assert step_state(bed, "sweep", 2) in (None, "Pending"), "step 3 began with the burner"
         run = bed.wait("sweep", timeout=240)
     st = run["status"]
     assert st["phase"] == "Succeeded", why_not(st)
@@ -86,7 +101,8 @@ def test_every_step_has_cores_per_component_pod_and_node_and_a_burner_in_step_2_
         lines.append(
             f"step {step['index'] + 1} ({step['threads']} threads, {end - start:.1f} s): "
             f"{step['qps']:,.0f} QPS; basic-tidb-0 status {tidb['cores']:.3f} /proc {proc:.3f} "
-            f"cores; {r['qpsPerCore']:,.0f} QPS per core; components "
+            f"cores; burner /proc {burn_proc.cores(start, end):.3f} cores; "
+            f"{r['qpsPerCore']:,.0f} QPS per core; components "
             f"{ {k: v['cores'] for k, v in components.items()} }; verdict {r['bottleneck']}"
         )
         assert {"pd", "tikv", "tidb"} <= set(components), r
@@ -96,6 +112,13 @@ def test_every_step_has_cores_per_component_pod_and_node_and_a_burner_in_step_2_
         assert proc > 0.05, f"MariaDB used {proc:.3f} cores in step {step['index'] + 1}"
         assert abs(tidb["cores"] - proc) <= 0.10 * proc, lines[-1]
     print("\n" + "\n".join(lines))
+    burnt = [
+        burn_proc.cores(at(s["resources"]["windowStart"]), at(s["resources"]["windowEnd"]))
+        for s in st["steps"]
+    ]
+    assert burnt[1] > 0.6 * 0.25 and burnt[0] < 0.01 and burnt[2] < 0.01, (
+        f"burner /proc cores per step {burnt}"
+    )
     verdicts = [s["resources"]["bottleneck"] for s in st["steps"]]
     assert verdicts[1]["kind"] == "component" and verdicts[1]["subject"] == "basic-tikv-1", verdicts
     assert "basic-tikv-1" in verdicts[1]["message"], verdicts

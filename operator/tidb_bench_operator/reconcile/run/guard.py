@@ -3,7 +3,7 @@
 When a step's Jobs are created the guard takes a first look (the cluster's pods, its
 rollout signals, the eligible benchmark nodes, PD) and keeps it in `status.guardLook`; on
 every later look at the running step (the Driver looks about once a second) it lists the
-cluster's pods and reads the cluster object again — two API calls — and polls PD every
+cluster's pods and then reads the cluster object again — two API calls — and polls PD every
 `spec.guard.pdIntervalSeconds`; domain/guard.py says what changed. When the step's clients
 are done, their interval series are judged too (steps.py). docs/guard.md has the rules.
 """
@@ -108,8 +108,17 @@ def _cluster(
     if ref is None or ep.cluster_name is None:
         return None
     ref = ref.model_copy(update={"kind": ep.cluster_kind or ref.kind})
+    # Pods before the cluster object: the operator writes a rollout's status after the pods
+    # it creates or deletes, so a status read after the pods is at least as new as they are
+    # and a surge pod is never seen without the rollout it belongs to.
+    pods = (
+        ctx.kube.pods(ep.cluster_namespace, database_pod_selector(ep.cluster_kind, ep.cluster_name))
+        if ep.cluster_kind
+        else None
+    )
     view = read_cluster(ctx.kube, ref, ctx.run.namespace)
-    pods = ctx.kube.pods(ep.cluster_namespace, database_pod_selector(view.kind, view.name))
+    if pods is None:
+        pods = ctx.kube.pods(ep.cluster_namespace, database_pod_selector(view.kind, view.name))
     phases, spec_digest, unsettled = rollout_signals(view, pods, ctx.now)
     return pod_entries(view, pods), phases, spec_digest, unsettled
 
