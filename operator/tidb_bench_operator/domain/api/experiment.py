@@ -118,6 +118,42 @@ class Variant(SpecModel):
     )
 
 
+class Operation(SpecModel):
+    """An operations window: one load held while this change is applied and settles."""
+
+    name: str = Field(
+        default="operation",
+        min_length=1,
+        max_length=30,
+        pattern=DNS_LABEL,
+        description="Name of the operation; its BenchmarkRun is `<experiment>-<name>`.",
+    )
+    patch: JsonObject | None = Field(
+        default=None,
+        description="TidbCluster (v1) only: JSON merge patch for the TidbCluster's spec, e.g. "
+        "{tidb: {annotations: {restartedAt: '2026-12-03T10:00'}}} for a rolling restart.",
+    )
+    groups: list[GroupPatch] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Cluster (v2) only: a merge patch per group, by kind and name.",
+    )
+    after_seconds: int = Field(
+        default=20,
+        ge=1,
+        le=MAX_SECONDS,
+        description="Seconds of measured load before the change is sent: the level the dip "
+        "and the recovery are measured against.",
+    )
+    tolerance_percent: float = Field(
+        default=10.0,
+        gt=0,
+        le=100,
+        description="QPS back within this percentage of the level before the change counts "
+        "as recovered.",
+    )
+
+
 class BenchmarkExperimentSpec(SpecModel):
     """Measure a cluster as found and under each variant, then put the cluster back."""
 
@@ -130,7 +166,15 @@ class BenchmarkExperimentSpec(SpecModel):
         default=True, description="Measure the cluster as found before the first variant."
     )
     variants: list[Variant] = Field(
-        min_length=1, max_length=32, description="The changes to measure, in order."
+        default_factory=list,
+        max_length=32,
+        description="The changes to measure, in order (or `operation` instead).",
+    )
+    operation: Operation | None = Field(
+        default=None,
+        description="An operations window instead of variants: the run's one step holds its "
+        "load while this change is applied; status.window gets the QPS dip, the recovery "
+        "time, errors and reconnects, and the operator's events.",
     )
     settle_timeout_seconds: int = Field(
         default=1800,
@@ -150,8 +194,24 @@ class BenchmarkExperimentSpec(SpecModel):
         description="Only write the plan (patches and restore) into status; change nothing.",
     )
 
+    def changes(self) -> list[Variant]:
+        """What the experiment may patch: the variants, or the operation as one variant."""
+        if self.operation is None:
+            return list(self.variants)
+        op = self.operation
+        return [Variant(name=op.name, patch=op.patch, groups=op.groups)]
+
     def validate_semantics(self) -> None:
         """Raise SpecError for duplicate names, a patch of the wrong generation or cluster."""
+        if (self.operation is None) == (not self.variants):
+            raise SpecError(
+                "variants",
+                "give either variants or operation (exactly one)",
+                "list the changes to measure as variants, or hold one load through a change "
+                "with operation",
+            )
+        if self.operation is not None:
+            self._validate_operation(self.operation)
         seen: set[str] = {BASELINE}
         for i, variant in enumerate(self.variants):
             where = f"variants[{i}]"
@@ -184,6 +244,33 @@ class BenchmarkExperimentSpec(SpecModel):
                 f"set run.cluster.name to {self.cluster.name}",
             )
         self.run.validate_semantics(prefix="run.")
+
+    def _validate_operation(self, op: Operation) -> None:
+        """One step, long enough to hold the load before the change; the right patch kind."""
+        if self.cluster.kind == "TidbCluster" and (op.groups or op.patch is None):
+            raise SpecError(
+                "operation", "a TidbCluster operation needs `patch`", "write it as patch"
+            )
+        if self.cluster.kind == "Cluster" and (op.patch is not None or not op.groups):
+            raise SpecError(
+                "operation", "a Cluster (v2) operation needs `groups`", "one entry per group"
+            )
+        steps = len(self.run.rates) if self.run.rates else len(self.run.threads)
+        if steps != 1 or len(self.run.workloads) != 1:
+            raise SpecError(
+                "run",
+                f"an operations window holds one load, but the run has {steps} step(s) of "
+                f"{len(self.run.workloads)} workload(s)",
+                "give run one workload and one threads (or rates) entry",
+            )
+        if self.run.duration_seconds <= op.after_seconds:
+            raise SpecError(
+                "operation.afterSeconds",
+                f"{op.after_seconds} s is not before the end of the run's "
+                f"{self.run.duration_seconds} s",
+                "make run.durationSeconds long enough to hold the load through the change "
+                "and its recovery",
+            )
 
 
 class StashEntry(StatusModel):
@@ -237,6 +324,56 @@ class Restored(StatusModel):
     )
 
 
+class WindowEvent(StatusModel):
+    """One thing seen during an operations window: the change, a pod, a phase, the settle."""
+
+    at: datetime = Field(description="When it was seen.")
+    source: str = Field(description="Experiment, Kubernetes or PD.")
+    what: str = Field(description="e.g. OperationApplied, PodRecreated, ClusterPhase, Settled.")
+    object: str = Field(default="", description="The object it concerns.")
+    message: str = Field(default="", description="In one sentence.")
+
+
+class OperationWindow(StatusModel):
+    """What one load did while the operation was applied (status.window)."""
+
+    run: str | None = Field(default=None, description="The BenchmarkRun holding the load.")
+    applied_at: datetime | None = Field(default=None, description="When the change was sent.")
+    settled_at: datetime | None = Field(
+        default=None, description="When the cluster was seen settled after it."
+    )
+    level_qps: float | None = Field(
+        default=None, description="Median QPS of the measured intervals before the change."
+    )
+    worst_qps: float | None = Field(
+        default=None, description="Lowest interval QPS from the change to the end."
+    )
+    worst_at: datetime | None = Field(default=None, description="When the lowest interval ended.")
+    dip_percent: float | None = Field(
+        default=None, description="How far below the level the worst interval was, in percent."
+    )
+    recovered_at: datetime | None = Field(
+        default=None,
+        description="Start of the first interval after the dip from which QPS stayed within "
+        "the tolerance of the level to the end.",
+    )
+    recovery_seconds: float | None = Field(
+        default=None, description="From the change to recovered (None: not recovered)."
+    )
+    errors: int | None = Field(
+        default=None, description="Ignored errors counted from the change to the end."
+    )
+    reconnects: int | None = Field(
+        default=None, description="Reconnects counted from the change to the end."
+    )
+    events: list[WindowEvent] = Field(
+        default_factory=list,
+        max_length=64,
+        description="The timeline: the change, what the guard saw the operator do, the settle.",
+    )
+    message: str | None = Field(default=None, description="The window in one sentence.")
+
+
 class BenchmarkExperimentStatus(StatusModel):
     """What the experiment has done; written only by the controller."""
 
@@ -273,6 +410,9 @@ class BenchmarkExperimentStatus(StatusModel):
     restored: Restored | None = Field(default=None, description="The last restore.")
     plan: list[str] = Field(
         default_factory=list, description="The steps: each transition's patch and the restore."
+    )
+    window: OperationWindow | None = Field(
+        default=None, description="The operations window (spec.operation), as measured."
     )
     conditions: list[Condition] = Field(default_factory=list, description="Latest observations.")
     message: str | None = Field(default=None, description="Latest notable event, in one sentence.")

@@ -174,7 +174,7 @@ class _Reconcile:
     def pending(self) -> Decision:
         st, facts = self.st, self.facts
         problems = check_variants(self.spec)
-        wanted = {k for v in self.spec.variants for k in variant_patches(self.spec, v)}
+        wanted = {k for v in self.spec.changes() for k in variant_patches(self.spec, v)}
         problems += [
             f"{kind} {name} not found in namespace {self.spec.cluster.namespace}"
             for kind, name in sorted(wanted - facts.specs.keys())
@@ -217,7 +217,7 @@ class _Reconcile:
 
     def variant(self) -> Variant:
         name = self.st.variant
-        return next(v for v in self.spec.variants if v.name == name)
+        return next(v for v in self.spec.changes() if v.name == name)
 
     def entry(self) -> VariantStatus:
         assert self.st.current is not None
@@ -336,7 +336,7 @@ class _Reconcile:
 
     def restoring(self) -> Decision:
         st, facts = self.st, self.facts
-        applied = next((v for v in self.spec.variants if v.name == st.applied), None)
+        applied = next((v for v in self.spec.changes() if v.name == st.applied), None)
         wanted = variant_patches(self.spec, applied) if applied else {}
         patches, left = [], []
         for key in sorted(self.stash):

@@ -83,11 +83,13 @@ def variant_patches(
 def check_variants(spec: BenchmarkExperimentSpec) -> list[str]:
     """check_patch over every variant, each problem prefixed with the variant's field path."""
     out = []
-    for i, variant in enumerate(spec.variants):
+    where = "variants" if spec.operation is None else "operation"
+    for i, variant in enumerate(spec.changes()):
+        at = f"{where}[{i}]" if spec.operation is None else where
         if spec.cluster.kind == V1_KIND:
-            out += [f"variants[{i}].patch: {p}" for p in check_patch(V1_KIND, variant.patch or {})]
+            out += [f"{at}.patch: {p}" for p in check_patch(V1_KIND, variant.patch or {})]
         for j, group in enumerate(variant.groups):
-            out += [f"variants[{i}].groups[{j}]: {p}" for p in check_patch(group.kind, group.patch)]
+            out += [f"{at}.groups[{j}]: {p}" for p in check_patch(group.kind, group.patch)]
     return out
 
 
@@ -96,7 +98,7 @@ def build_stash(
 ) -> Stash:
     """The stash of every field the variants touch, from each object's spec as found."""
     by_object: dict[ObjectKey, list[dict[str, Any]]] = {}
-    for variant in spec.variants:
+    for variant in spec.changes():
         for key, patch in variant_patches(spec, variant).items():
             by_object.setdefault(key, []).append(patch)
     return {key: stash_of(found.get(key) or {}, patches) for key, patches in by_object.items()}
@@ -128,9 +130,9 @@ def transition(
 
 def build_plan(spec: BenchmarkExperimentSpec, stash: Stash) -> list[Step]:
     """Baseline (if asked), each variant in order, then the restore to the cluster as found."""
-    steps = [Step(BASELINE, FOUND, FOUND, ())] if spec.baseline else []
+    steps = [Step(BASELINE, FOUND, FOUND, ())] if spec.baseline and spec.operation is None else []
     previous: Variant | None = None
-    for variant in spec.variants:
+    for variant in spec.changes():
         source = previous.name if previous else FOUND
         steps.append(
             Step(variant.name, source, variant.name, transition(stash, spec, previous, variant))
