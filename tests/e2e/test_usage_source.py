@@ -107,8 +107,9 @@ def test_prometheus_cores_of_the_tidb_pod_bound_to_mariadb_and_of_a_burning_tikv
         f"/proc {tikv:.3f}; all pods {cores}"
     )
     assert tidb > 0.2, f"the SQL load did not reach MariaDB: {tidb:.3f} cores"
-    # Above 0.5 it would not be the asked rate; below, a busy machine may starve it a little.
-    assert 0.3 < tikv < 0.55, f"the 0.5-core burner used {tikv:.3f} cores"
+    # Above 0.5 it would not be the asked rate; below, a busy 2-core machine starves it (a gate
+    # beside other work saw 0.26): what matters is that Prometheus agrees with /proc.
+    assert 0.1 < tikv < 0.55, f"the 0.5-core burner used {tikv:.3f} cores"
     assert agree(cores["basic-tidb-0"], tidb), (cores, tidb)
     assert agree(cores["basic-tikv-0"], tikv), (cores, tikv)
     assert cores.get("basic-tikv-1", 0.0) < 0.01 and cores.get("basic-pd-0", 0.0) < 0.01
