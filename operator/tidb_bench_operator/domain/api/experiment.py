@@ -16,7 +16,7 @@ from tidb_bench_operator.domain.api.common import (
     StatusModel,
 )
 from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
-from tidb_bench_operator.domain.api.run_status import Condition
+from tidb_bench_operator.domain.api.run_status import AdmittedSpec, Condition
 from tidb_bench_operator.errors import SpecError
 
 #: Arbitrary JSON (a merge patch, a stashed value): the CRD keeps it as written. Only these
@@ -413,6 +413,11 @@ class BenchmarkExperimentStatus(StatusModel):
     )
     window: OperationWindow | None = Field(
         default=None, description="The operations window (spec.operation), as measured."
+    )
+    admitted: AdmittedSpec | None = Field(
+        default=None,
+        description="The spec as it was when the stash was written: it governs the experiment "
+        "from then on (later edits of .spec are ignored, so the restore matches the stash).",
     )
     conditions: list[Condition] = Field(default_factory=list, description="Latest observations.")
     message: str | None = Field(default=None, description="Latest notable event, in one sentence.")
