@@ -1,4 +1,9 @@
-"""Kubernetes adapter: the one module that talks to the API server (plain dicts in and out)."""
+"""Kubernetes adapter: the one module that talks to the API server (plain dicts in and out).
+
+Why over 500 lines: it is the one place every API call and its error handling live (one
+short method per object the operator reads or writes); split, the calls would need the
+error mapping shared across modules.
+"""
 
 from __future__ import annotations
 
@@ -302,6 +307,15 @@ class Kube:
             "BenchmarkRun", namespace, name,
             lambda **kw: self.custom.get_namespaced_custom_object(
                 GROUP, VERSION, namespace, "benchmarkruns", name, **kw
+            ),
+        )  # fmt: skip
+
+    def benchmark_experiment(self, namespace: str, name: str) -> JSON | None:
+        """One BenchmarkExperiment, or None when it does not exist."""
+        return self._read(
+            "BenchmarkExperiment", namespace, name,
+            lambda **kw: self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, "benchmarkexperiments", name, **kw
             ),
         )  # fmt: skip
 
