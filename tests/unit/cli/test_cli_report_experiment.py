@@ -104,6 +104,17 @@ def test_a_window_without_its_results_configmaps_says_there_is_no_series(
     assert "no interval series stored for the run's step" in out
 
 
+def test_an_experiment_saved_alone_lists_its_variants_without_numbers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "alone.yaml"
+    path.write_text(yaml.safe_dump(yaml.safe_load(COMPARE.read_text())["items"][0]))
+    assert main(["report", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "| tikv-4 | Succeeded | what-if-tikv-4 | — | — |  |" in out
+    assert "QPS and p95 latency by threads" not in out
+
+
 def test_compare_is_refused_for_an_experiment(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", str(COMPARE), "--compare", str(COMPARE)]) == 1
     assert "--compare, --results and --html are for runs" in capsys.readouterr().err

@@ -9,7 +9,10 @@ one (docs/sysbench.md); its `t` counts from that second start. `measured_from` i
 the warm-up (reconcile/run/usage.py `measured_from`): the start of the measured process,
 give or take its connect time (well under one interval). So a point at `t` covers
 [measured_from + t_prev, measured_from + t], t_prev being the client's previous `t` (0 for
-its first line); a merged (thinned) point covers all the lines it merged.
+its first line); a merged (thinned) point covers all the lines it merged. The clients of a
+step start together (the runner waits for the plan's start time; a client later than the
+allowed skew is flagged), so their lines with the same `t` cover the same time, within that
+skew.
 """
 
 from __future__ import annotations
