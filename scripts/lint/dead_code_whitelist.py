@@ -37,3 +37,7 @@ _._read_timeout
 _.moving_v1
 _.moving_v2
 _.decide
+
+# #27: the experiment reconciler (written alongside) fills status.window with analyse()
+# (domain/experiment/window.py) from the run's stored series once the operation's run ends.
+_.analyse

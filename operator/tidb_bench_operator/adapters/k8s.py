@@ -309,6 +309,15 @@ class Kube:
             ),
         )  # fmt: skip
 
+    def benchmark_experiment(self, namespace: str, name: str) -> JSON | None:
+        """One BenchmarkExperiment, or None when it does not exist."""
+        return self._read(
+            "BenchmarkExperiment", namespace, name,
+            lambda **kw: self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, "benchmarkexperiments", name, **kw
+            ),
+        )  # fmt: skip
+
     def benchmark_schedule(self, namespace: str, name: str) -> JSON | None:
         """One BenchmarkSchedule, or None when it does not exist."""
         return self._read(
