@@ -124,6 +124,16 @@ class TidbProxy:
             sum(c.accepted for c in self.counts.values()), sum(c.cut for c in self.counts.values())
         )
 
+    def backends(self) -> list[str]:
+        """The pods new connections go to now, by name."""
+        with self._lock:
+            return [name for name, _ in self._live]
+
+    def threads(self) -> int:
+        """Threads of this proxy still running (0 after `stop`)."""
+        with self._lock:
+            return sum(t.is_alive() for t in self._threads)
+
     def open_connections(self) -> int:
         with self._lock:
             return len(self._pairs)
