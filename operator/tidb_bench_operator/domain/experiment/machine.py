@@ -152,9 +152,12 @@ def aimed_run_spec(spec: BenchmarkExperimentSpec) -> BenchmarkRunSpec:
     run = spec.run
     if spec.operation is not None:
         # The window is the disturbance: the guard records it and the step is kept (not
-        # measured again, not the run failed); one point a second for the dip's shape.
+        # measured again, not the run failed); a client lost in it fails the window rather
+        # than being measured again after it (stepRetries 0); one point a second for the
+        # dip's shape.
         if run.guard.policy in ("Retry", "Abort"):
             update["guard"] = run.guard.model_copy(update={"policy": "Flag"})
+        update["step_retries"] = 0
         if "report_interval_seconds" not in run.model_fields_set:
             update["report_interval_seconds"] = 1
     return run.model_copy(update=update)
