@@ -440,13 +440,22 @@ def merged(
 ) -> tuple[list[Disturbance], list[Disturbance]]:
     """`kept` plus the new disturbances not yet recorded (by key), and which those were.
 
-    At most MAX_DISTURBANCES are kept; the rest are counted in the last one's message.
+    At most MAX_DISTURBANCES are kept; the rest are counted in the last one's message. One
+    already kept whose new look says more (its message extended, e.g. a rollout's pods seen
+    at a later look than its status) takes the longer message; it is not new.
     """
     seen = {d.key() for d in kept}
     out = list(kept)
     added = []
     for d in new:
         if d.key() in seen:
+            for i, k in enumerate(out):
+                if (
+                    k.key() == d.key()
+                    and d.message.startswith(k.message)
+                    and d.message != k.message
+                ):
+                    out[i] = k.model_copy(update={"message": d.message})
             continue
         seen.add(d.key())
         added.append(d)

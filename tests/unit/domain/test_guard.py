@@ -181,6 +181,22 @@ def test_errors_and_reconnects_above_their_bounds() -> None:
     assert few == []  # 0.5% of the transactions: within the 1% bound
 
 
+def test_a_rollout_recorded_before_its_pods_were_seen_takes_their_names_at_a_later_look() -> None:
+    first = Disturbance(
+        at=T0, source="Kubernetes", what="ClusterProgressing", object="basic",
+        message="TiDBGroup tidb: 0/1 updated, 2 instances for 1 replicas (maxSurge 1)",
+    )  # fmt: skip
+    later = first.model_copy(
+        update={"message": first.message + " (rollout pods: tidb-tidb-001x created)"}
+    )
+    kept, added = merged([first], [later])
+    assert added == [] and [d.message for d in kept] == [later.message]
+    assert kept[0].at == T0, "still the time it was first seen"
+    # Another message for the same key (not an extension) leaves the first one as it was.
+    other = first.model_copy(update={"message": "TiKVGroup tikv: 1/3 updated"})
+    assert merged([first], [other]) == ([first], [])
+
+
 def test_merged_keeps_each_disturbance_once_and_bounds_the_list() -> None:
     one = Disturbance(at=T0, source="PD", what="StoreState", object="store 5", message="Down")
     kept, added = merged([one], [one])
