@@ -214,7 +214,7 @@ def test_protected_the_third_tikv_is_measured_after_it_settles_and_compared_with
     exp.settled(2)
     assert exp.tc()["spec"] == found
     report = tidb_bench_report(
-        testbed.kubeconfig, "benchmarkexperiment/protected", "-n", exp.namespace
+        testbed.kubeconfig, "experiment/protected", "-n", exp.namespace
     )
     print(report)
     assert "baseline" in report and "tikv-3" in report

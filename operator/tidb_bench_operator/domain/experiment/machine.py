@@ -64,6 +64,8 @@ class RunFacts:
     peak_threads: int | None = None
     #: The preflight's finding that the placement is unfair, in our words: pod and node.
     unfair: str | None = None
+    #: The run's status.message (why it failed, say).
+    message: str | None = None
     #: (operations window) since when the run's one step has measured load, if it has.
     load_since: datetime | None = None
     #: (operations window) what the run's guard saw during its step, as timeline events.
@@ -343,7 +345,9 @@ class _Reconcile:
             return self.begin((st.current or 0) + 1)
         if run.phase in TERMINAL_PHASES:
             entry.phase = VariantPhase.FAILED
-            st.message = f"{entry.name}'s BenchmarkRun {entry.run} ended {run.phase}"
+            st.message = f"{entry.name}'s BenchmarkRun {entry.run} ended {run.phase}" + (
+                f": {run.message}" if run.message else ""
+            )
             return self.start_restore("Failure")
         return self.done()
 
@@ -392,7 +396,7 @@ class _Reconcile:
         if run.phase != RunPhase.SUCCEEDED or win.applied_at is None:
             entry.phase = VariantPhase.FAILED
             st.message = (
-                f"{entry.run} ended {run.phase}"
+                f"{entry.run} ended {run.phase}" + (f": {run.message}" if run.message else "")
                 if run.phase != RunPhase.SUCCEEDED
                 else f"{entry.run} ended before {op.name} was sent "
                 f"(afterSeconds {op.after_seconds})"

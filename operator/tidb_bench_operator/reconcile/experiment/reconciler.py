@@ -227,6 +227,7 @@ class ExperimentReconciler:
             peak_qps=summary.get("peakQps"),
             peak_threads=summary.get("peakThreads"),
             unfair=unfair_finding(st),
+            message=st.get("message"),
             load_since=_load_since(step, run_spec),
             events=tuple(_events(step)),
         )
