@@ -301,11 +301,13 @@ class VariantStatus(StatusModel):
     phase: VariantPhase = Field(default=VariantPhase.PENDING, description="Where the variant is.")
     run: str | None = Field(default=None, description="Its BenchmarkRun's name.")
     patch_applied_at: datetime | None = Field(
-        default=None, description="When the cluster was seen holding the variant's values."
+        default=None, description="When the variant's patch was first sent to the cluster."
     )
     settled_at: datetime | None = Field(default=None, description="When the cluster settled.")
     settle_seconds: float | None = Field(
-        default=None, description="From the patch seen applied to settled."
+        default=None,
+        description="From the patch sent to the cluster seen settled (to within one look, "
+        "about 2 s).",
     )
     summary: VariantSummary | None = Field(default=None, description="The run's result.")
     skipped_reason: str | None = Field(

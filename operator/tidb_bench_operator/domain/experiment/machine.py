@@ -268,10 +268,13 @@ class _Reconcile:
 
     def applying(self) -> Decision:
         patches = self.towards(self.variant())
-        if patches:
-            return self.done(PatchCluster(patches))
         entry = self.entry()
-        entry.patch_applied_at, entry.phase = self.facts.now, VariantPhase.SETTLING
+        if patches:
+            # The settle time counts from the first send (sent again until the spec holds).
+            entry.patch_applied_at = entry.patch_applied_at or self.facts.now
+            return self.done(PatchCluster(patches))
+        entry.patch_applied_at = entry.patch_applied_at or self.facts.now
+        entry.phase = VariantPhase.SETTLING
         self.st.phase = Phase.SETTLING
         self.st.message = f"{entry.name} applied; waiting for the cluster to settle"
         return self.settling()
