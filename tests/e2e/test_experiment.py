@@ -223,7 +223,7 @@ def test_protected_the_third_tikv_is_measured_after_it_settles_and_compared_with
 def test_the_controller_killed_while_a_variant_is_applied_and_again_while_restoring_puts_it_back(
     exp: ExpBed, exp_controller: Controller
 ) -> None:
-    found = exp.cluster()
+    found = exp.cluster(affinity=OFF_BENCH_NODE)
     exp.experiment(
         "killed",
         [{"name": "tikv-3", "patch": {"tikv": {"replicas": 3, "config": {"log-level": "warn"}}}}],
@@ -271,7 +271,7 @@ def test_a_dry_run_writes_the_plan_and_changes_nothing(
 def test_deleting_an_experiment_mid_variant_restores_the_cluster_before_it_goes(
     exp: ExpBed, exp_controller: Controller
 ) -> None:
-    found = exp.cluster()
+    found = exp.cluster(affinity=OFF_BENCH_NODE)
     variant = copy.deepcopy({"name": "tikv-3", "patch": {"tikv": {"replicas": 3}}})
     exp.experiment("gone", [variant], baseline=False)
     wait_for(lambda: (exp.get("gone").get("status") or {}).get("applied"), 60, "applied")

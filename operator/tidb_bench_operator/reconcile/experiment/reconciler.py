@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -60,6 +61,8 @@ from tidb_bench_operator.domain.results_store import joined_doc, part_name
 from tidb_bench_operator.domain.status import parse_time, status_patch, utc_now
 from tidb_bench_operator.domain.trust.frozen import governing_spec
 from tidb_bench_operator.errors import KubeForbidden, SpecError, StoreError, TidbBenchError
+
+log = logging.getLogger("tidb_bench_operator.reconcile.experiment")
 
 #: Held from the first look until the cluster is restored.
 FINALIZER = "tidbbench.io/restore-cluster"
@@ -361,6 +364,11 @@ class ExperimentReconciler:
         """An Event per phase change and per variant that ends, in our words."""
         after = decision.status
         was = before.phase if before else None
+        if after.phase != was:
+            log.info(
+                "BenchmarkExperiment %s/%s: %s -> %s (%s)",
+                ref.namespace, ref.name, was or "new", after.phase, after.message or "",
+            )  # fmt: skip
         if after.phase != was and after.message:
             warn = after.phase is ExperimentPhase.FAILED
             self._event(ref, "Warning" if warn else "Normal", str(after.phase), after.message)
