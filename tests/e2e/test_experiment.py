@@ -213,9 +213,7 @@ def test_protected_the_third_tikv_is_measured_after_it_settles_and_compared_with
     assert run["status"]["phase"] == "Succeeded"
     exp.settled(2)
     assert exp.tc()["spec"] == found
-    report = tidb_bench_report(
-        testbed.kubeconfig, "experiment/protected", "-n", exp.namespace
-    )
+    report = tidb_bench_report(testbed.kubeconfig, "experiment/protected", "-n", exp.namespace)
     print(report)
     assert "baseline" in report and "tikv-3" in report
 
