@@ -287,3 +287,34 @@ def test_deleting_an_experiment_mid_variant_restores_the_cluster_before_it_goes(
     wait_for(gone, 120, "the experiment gone after its restore")
     exp.settled(2)
     assert exp.tc()["spec"] == found
+
+
+def test_one_experiment_or_run_per_cluster_each_waits_naming_the_other(
+    exp: ExpBed, exp_controller: Controller
+) -> None:
+    found = exp.cluster(affinity=OFF_BENCH_NODE)
+    # A run of someone else measures the cluster (the same target as the experiment's runs).
+    exp.runs.create(exp.runs.manifest("nightly", cluster={"name": "basic"}, threads=[2],
+                                      durationSeconds=12))  # fmt: skip
+    wait_for(lambda: (exp.runs.get("nightly").get("status") or {}).get("phase") == "Running",
+             60, "nightly running")  # fmt: skip
+    exp.experiment("after", [{"name": "tikv-3", "patch": {"tikv": {"replicas": 3}}}],
+                   baseline=False)  # fmt: skip
+    waiting = wait_for(
+        lambda: (exp.get("after").get("status") or {}).get("message") or "", 30, "a message"
+    )
+    assert exp.phase("after") in (None, "Pending"), waiting
+    assert waiting == f"waiting: BenchmarkRun {exp.namespace}/nightly is measuring the cluster"
+    assert exp.tc()["spec"] == found, "nothing changed while the run measured"
+    # Once it has finished the experiment goes; a run created meanwhile waits for it.
+    wait_for(lambda: exp.get("after").get("status", {}).get("applied"), 90, "tikv-3 applied")
+    exp.runs.create(exp.runs.manifest("late", cluster={"name": "basic"}, threads=[2],
+                                      durationSeconds=2))  # fmt: skip
+    late = wait_for(lambda: exp.runs.get("late").get("status", {}).get("waitingFor"), 30, "late")
+    assert late == f"BenchmarkExperiment {exp.namespace}/after", late
+    st = exp.wait("after")["status"]
+    assert st["phase"] == "Succeeded", st
+    run = exp.runs.wait("late", timeout=120)
+    assert run["status"]["phase"] == "Succeeded", run["status"]
+    # It started only after the cluster was put back.
+    assert run["status"]["startedAt"] >= st["restored"]["at"], (run["status"], st["restored"])
