@@ -229,6 +229,7 @@ class ExperimentReconciler:
             unfair=unfair_finding(st),
             load_since=_load_since(step, run_spec),
             events=tuple(_events(step)),
+            step_done=step.get("phase") == "Succeeded",
         )
         points: tuple[WindowPoint, ...] = ()
         window = status.window
