@@ -137,20 +137,35 @@ def exp_controller(testbed: Testbed, crds: None) -> Iterator[Controller]:
     yield from module_controller(testbed, PREFIX, {})
 
 
+def exp_bed(
+    prefix: str,
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    mariadb: dict[str, Any],
+    fake_pd: FakePD,
+    min_ready_seconds: float = 1.0,
+) -> Iterator[ExpBed]:
+    """A namespace `<prefix>-<random>` with its Secret and stand-in TiDB Operator, for a
+    fixture to `yield from`; what the RunBed started is stopped, the namespace deleted."""
+    ns = f"{prefix}-{secrets.token_hex(3)}"
+    core.create_namespace({"metadata": {"name": ns}})
+    wait_for(lambda: has_default_service_account(core, ns), 30, f"ServiceAccount in {ns}")
+    add_db_secret(core, ns, mariadb)
+    operator = StandinOperator(api, [ns], interval=0.2, min_ready_seconds=min_ready_seconds).start()
+    runs = RunBed(api, core, ns, mariadb)
+    try:
+        yield ExpBed(runs, client.CustomObjectsApi(api), fake_pd)
+    finally:
+        runs.close()
+        operator.stop()
+        delete_namespace(core, ns)
+
+
 @pytest.fixture
 def exp(
     api: client.ApiClient, core: client.CoreV1Api, mariadb: dict[str, Any], fake_pd: FakePD
 ) -> Iterator[ExpBed]:
-    ns = f"{PREFIX}-{secrets.token_hex(3)}"
-    core.create_namespace({"metadata": {"name": ns}})
-    wait_for(lambda: has_default_service_account(core, ns), 30, f"ServiceAccount in {ns}")
-    add_db_secret(core, ns, mariadb)
-    operator = StandinOperator(api, [ns], interval=0.2, min_ready_seconds=1.0).start()
-    try:
-        yield ExpBed(RunBed(api, core, ns, mariadb), client.CustomObjectsApi(api), fake_pd)
-    finally:
-        operator.stop()
-        delete_namespace(core, ns)
+    yield from exp_bed(PREFIX, api, core, mariadb, fake_pd)
 
 
 def variant_entry(status: dict[str, Any], name: str) -> dict[str, Any]:

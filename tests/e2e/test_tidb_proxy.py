@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -39,19 +40,30 @@ def tidb_pods(bed: RunBed) -> dict[str, Any]:
     return {p.metadata.name: p for p in pods if p.metadata.deletion_timestamp is None}
 
 
-@pytest.fixture
-def operator(bed: RunBed) -> Iterator[StandinOperator]:
-    """This namespace's stand-in TiDB Operator and the cluster `basic` with 2 TiDB, Ready."""
+def standin(bed: RunBed, tidb: int) -> Iterator[StandinOperator]:
+    """This namespace's stand-in TiDB Operator and the cluster `basic` with `tidb` TiDB, Ready."""
     op = StandinOperator(bed.api, [bed.namespace], interval=0.2, min_ready_seconds=1.0).start()
-    tc = tidbcluster_manifest("basic", bed.namespace, replicas={"pd": 1, "tikv": 1, "tidb": 2})
+    tc = tidbcluster_manifest("basic", bed.namespace, replicas={"pd": 1, "tikv": 1, "tidb": tidb})
     client.CustomObjectsApi(bed.api).create_namespaced_custom_object(
         GROUP, VERSION, bed.namespace, PLURAL, tc
     )
     wait_for(
-        lambda: len([p for p in tidb_pods(bed).values() if pod_ready(p)]) == 2, 30, "2 TiDB Ready"
+        lambda: len([p for p in tidb_pods(bed).values() if pod_ready(p)]) == tidb,
+        30,
+        f"{tidb} TiDB Ready",
     )
     yield op
     op.stop()
+
+
+@pytest.fixture
+def operator(bed: RunBed) -> Iterator[StandinOperator]:
+    yield from standin(bed, 2)
+
+
+@pytest.fixture
+def one_tidb(bed: RunBed) -> Iterator[StandinOperator]:
+    yield from standin(bed, 1)
 
 
 def test_with_no_ready_tidb_pod_a_connection_is_closed_at_once(bed: RunBed) -> None:
@@ -98,6 +110,47 @@ def test_a_deleted_tidb_pod_cuts_its_connections_and_the_other_pod_keeps_its_own
     for c in again:
         c.close()
     wait_for(lambda: proxy.open_connections() == 0, 5, "the proxy's connections closed")
+
+
+def test_in_migrate_mode_a_connection_of_a_deleted_pod_waits_for_its_successor_and_goes_on(
+    bed: RunBed, one_tidb: StandinOperator
+) -> None:
+    """TiProxy's part: the only TiDB stand-in deleted, a connection made before is held (its
+    query blocks, nothing is reset) and answers on the re-created pod, on the same session."""
+    proxy = bed.tidb_proxy("basic", migrate=True)
+    conn = connect({**bed.mariadb, **proxy.target})
+    with conn.cursor() as cur:
+        cur.execute("SET @who = 'before'")
+    old = tidb_pods(bed)["basic-tidb-0"].metadata.uid
+    # The stand-in operator paused, so that the gap lasts until the test has seen it hold.
+    one_tidb.stop()
+    bed.core.delete_namespaced_pod("basic-tidb-0", bed.namespace)
+    wait_for(lambda: proxy.backends() == [], 5, "the proxy without a backend")
+    answers: list[Any] = []
+
+    def ask() -> None:
+        with conn.cursor() as cur:
+            cur.execute("SELECT 1, @who")
+            answers.append((cur.fetchone(), time.monotonic()))
+
+    asking = threading.Thread(target=ask, daemon=True)
+    asking.start()
+    asking.join(timeout=5 * POLL_SECONDS)
+    assert asking.is_alive() and answers == [], answers  # held while no pod is Ready
+    assert proxy.open_connections() == 1 and proxy.totals().cut == 0
+    again = StandinOperator(bed.api, [bed.namespace], interval=0.2).start()
+    bed.cleanups.append(again.stop)
+    wait_for(lambda: proxy.backends() == ["basic-tidb-0"], 30, "basic-tidb-0 back")
+    back = time.monotonic()
+    asking.join(timeout=10)
+    assert answers and answers[0][0] == (1, "before"), answers
+    assert answers[0][1] >= back - 2 * POLL_SECONDS, (answers, back)
+    assert tidb_pods(bed)["basic-tidb-0"].metadata.uid != old
+    counts = proxy.counts["basic-tidb-0"]
+    assert (counts.accepted, counts.cut, counts.migrated) == (1, 0, 1), counts
+    assert proxy.open_connections() == 1
+    conn.close()
+    wait_for(lambda: proxy.open_connections() == 0, 5, "the proxy's connection closed")
 
 
 def test_a_rolling_restart_of_tidb_cuts_a_runs_connections_and_debians_sysbench_dies_reconnecting(

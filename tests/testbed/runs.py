@@ -260,12 +260,18 @@ class RunBed:
         while self.cleanups:
             self.cleanups.pop()()
 
-    def tidb_proxy(self, cluster: str) -> TidbProxy:
+    def tidb_proxy(
+        self, cluster: str, *, migrate: bool = False, ready_seconds: float = 0.0
+    ) -> TidbProxy:
         """A started testbed.tidb_proxy.TidbProxy in front of this bed's MariaDB for the TiDB
         stand-in pods of `cluster` in this namespace, stopped at teardown. A run's SQL goes
-        through it with `target=proxy.target` (spec.target: 127.0.0.1 and the proxy's port)."""
+        through it with `target=proxy.target` (spec.target: 127.0.0.1 and the proxy's port).
+        `migrate`, `ready_seconds`: as TidbProxy's (TiDB behind TiProxy)."""
         upstream = (str(self.mariadb["host"]), int(self.mariadb["port"]))
-        proxy = TidbProxy(self.api, self.namespace, cluster, upstream).start()
+        proxy = TidbProxy(
+            self.api, self.namespace, cluster, upstream, migrate=migrate,
+            ready_seconds=ready_seconds,
+        ).start()  # fmt: skip
         self.cleanups.append(proxy.stop)
         return proxy
 

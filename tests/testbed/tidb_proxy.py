@@ -3,7 +3,10 @@
 Every run's SQL on the bed goes to one MariaDB, whatever the TiDB stand-ins do. Through this
 proxy a connection belongs to one TiDB stand-in pod, as it would belong to one TiDB process:
 when that pod is deleted, stops being Ready or disappears, its connections are reset, so a
-rolling restart of the stand-ins really drops live traffic (docs/testbed.md).
+rolling restart of the stand-ins really drops live traffic (docs/testbed.md). With
+`migrate=True` it stands in for TiProxy in front of TiDB instead: such a connection is held
+(no byte forwarded either way, its MariaDB connection kept) until a Ready pod exists again,
+then it goes on on that pod.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import select
 import socket
 import struct
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +37,8 @@ class PodCounts:
 
     accepted: int = 0
     cut: int = 0
+    #: (migrate mode) connections moved off this pod when it went away.
+    migrated: int = 0
 
 
 @dataclass
@@ -44,6 +50,8 @@ class _Pair:
     pod: str
     uid: str
     cut: threading.Event = field(default_factory=threading.Event)
+    #: (migrate mode) set while its pod is gone and no other is Ready: the pump forwards nothing.
+    held: threading.Event = field(default_factory=threading.Event)
 
 
 def _reset(sock: socket.socket) -> None:
@@ -56,7 +64,8 @@ def _reset(sock: socket.socket) -> None:
 class TidbProxy:
     """Listens on 127.0.0.1:`port`; each connection goes to `upstream` on behalf of one Ready,
     non-terminating TiDB stand-in pod of `cluster` (round robin), and is reset when that pod
-    dies. With no such pod a connection is reset at once (a refused connection)."""
+    dies, or with `migrate` held until a pod is Ready and then moved to it. With no such pod a
+    new connection is reset at once (a refused connection)."""
 
     def __init__(
         self,
@@ -64,11 +73,20 @@ class TidbProxy:
         namespace: str,
         cluster: str,
         upstream: tuple[str, int],
+        *,
+        migrate: bool = False,
+        ready_seconds: float = 0.0,
     ) -> None:
         self.core = client.CoreV1Api(api_client)
         self.namespace = namespace
         self.cluster = cluster
         self.upstream = upstream
+        self.migrate = migrate
+        #: A pod takes connections once it has been Ready this long (as TiProxy routes to a
+        #: TiDB once its health check passes; a stand-in is Ready at once, a TiDB is not).
+        self.ready_seconds = ready_seconds
+        self._ready_since: dict[str, float] = {}  # uid -> when first seen Ready (monotonic)
+        self._listed = False
         labels = component_labels(cluster, "tidb")
         self._selector = ",".join(
             f"{k}={labels[k]}"
@@ -120,8 +138,11 @@ class TidbProxy:
                 t.join(timeout=10)
 
     def totals(self) -> PodCounts:
+        counts = self.counts.values()
         return PodCounts(
-            sum(c.accepted for c in self.counts.values()), sum(c.cut for c in self.counts.values())
+            sum(c.accepted for c in counts),
+            sum(c.cut for c in counts),
+            sum(c.migrated for c in counts),
         )
 
     def backends(self) -> list[str]:
@@ -151,18 +172,35 @@ class TidbProxy:
         except Exception:  # an API hiccup: keep the last known backends
             self.poll_errors += 1
             return
-        live = sorted(
-            (p.metadata.name, p.metadata.uid)
+        now, first = time.monotonic(), not self._listed
+        self._listed = True
+        ready = {
+            p.metadata.uid: p.metadata.name
             for p in pods
             if p.metadata.deletion_timestamp is None and pod_ready(p)
+        }
+        # At the first listing a Ready pod has been up for long: it takes connections at once.
+        since = {u: self._ready_since.get(u, 0.0 if first else now) for u in ready}
+        self._ready_since = since
+        live = sorted(
+            (name, uid) for uid, name in ready.items() if now - since[uid] >= self.ready_seconds
         )
         uids = {uid for _, uid in live}
         with self._lock:
             self._live = live
             for pair in self._pairs:
-                if pair.uid not in uids and not pair.cut.is_set():
+                if pair.uid in uids or pair.cut.is_set():
+                    continue
+                if not self.migrate:
                     pair.cut.set()
-                    self.counts[pair.pod].cut += 1
+                    self.counts.setdefault(pair.pod, PodCounts()).cut += 1
+                    continue
+                pair.held.set()  # before the pump's next read: nothing forwarded from now
+                if live:
+                    self.counts.setdefault(pair.pod, PodCounts()).migrated += 1
+                    pair.pod, pair.uid = live[self._next % len(live)]
+                    self._next += 1
+                    pair.held.clear()
 
     # ------------------------------------------------------------------ the connections
     def _accept_loop(self) -> None:
@@ -220,9 +258,14 @@ class TidbProxy:
                 if pair.cut.is_set():
                     cut = True
                     break
+                if pair.held.is_set():
+                    pair.cut.wait(_PUMP_TICK)
+                    continue
                 readable, _, _ = select.select(list(other), [], [], _PUMP_TICK)
                 closed = False
                 for s in readable:
+                    if pair.held.is_set():
+                        break  # its pod went away since select: forward nothing
                     data = s.recv(_CHUNK)
                     if not data:
                         closed = True

@@ -39,10 +39,11 @@ EXPECTED = {
     "window": (
         WINDOW,
         [
-            "# Operations window of write-lock-window",
-            "| level before (median QPS) | 8,496 |",
-            "| recovery time | 3.8 s |",
-            "| 2 | +4.2 s | Experiment | Unlocked | MariaDB stand-in |",
+            "# Operations window of roll",
+            "| level before (median QPS) | 1,987 |",
+            "| recovery time | 4.1 s |",
+            "| 2 | +1.0 s | Kubernetes | PodRecreated | basic-tidb-0 |",
+            "| 6 | +5.0 s | Experiment | Settled | basic |",
         ],
         ['class="tolerance"', "p95 latency", ">recovered<"],
     ),
@@ -72,7 +73,7 @@ def test_the_window_draws_each_interval_flat_over_its_length(
 ) -> None:
     _, text = report(WINDOW, tmp_path / "window.svg", capsys)
     qps = re.search(r'class="qps" d="([^"]+)"', text)
-    assert qps is not None and qps.group(1).count("L") >= 40  # 24 intervals of 2 points each
+    assert qps is not None and qps.group(1).count("L") >= 60  # 34 intervals of 2 points each
 
 
 def test_a_skipped_variant_shows_its_reason_and_no_numbers(

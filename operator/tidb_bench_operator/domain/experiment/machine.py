@@ -70,6 +70,9 @@ class RunFacts:
     load_since: datetime | None = None
     #: (operations window) what the run's guard saw during its step, as timeline events.
     events: tuple[WindowEvent, ...] = ()
+    #: (operations window) its one step ran to its end, valid or not: the guard calls the
+    #: step disturbed (the run then ends Failed, NoValidStep) because the window is.
+    step_done: bool = False
 
 
 @dataclass(frozen=True)
@@ -396,11 +399,12 @@ class _Reconcile:
                 else "settling: " + "; ".join(facts.moving[:3])
             )
             return self.done()
-        if run.phase != RunPhase.SUCCEEDED or win.applied_at is None:
+        measured = run.phase == RunPhase.SUCCEEDED or run.step_done
+        if not measured or win.applied_at is None:
             entry.phase = VariantPhase.FAILED
             st.message = (
                 f"{entry.run} ended {run.phase}" + (f": {run.message}" if run.message else "")
-                if run.phase != RunPhase.SUCCEEDED
+                if not measured
                 else f"{entry.run} ended before {op.name} was sent "
                 f"(afterSeconds {op.after_seconds})"
             )

@@ -233,6 +233,7 @@ class ExperimentReconciler:
             message=st.get("message"),
             load_since=_load_since(step, run_spec),
             events=tuple(_events(step)),
+            step_done=step.get("phase") == "Succeeded",
         )
         points: tuple[WindowPoint, ...] = ()
         window = status.window
