@@ -126,6 +126,9 @@ docs-images: venv
 	$(REPORT) docs/report/failed-and-invalid.yaml --svg docs/report-failed-invalid.svg > /dev/null
 	$(REPORT) docs/report/point-select-resources.yaml --svg docs/report-resources.svg > /dev/null
 	for f in sweep compare failed-invalid resources; do rsvg-convert -o docs/report-$$f.png docs/report-$$f.svg; done
+	$(REPORT) examples/experiment/what-if-tikv-3-vs-4.yaml --svg docs/experiment-compare.svg > /dev/null
+	$(REPORT) tests/data/experiment-window.json --svg docs/experiment-window.svg > /dev/null
+	for f in compare window; do rsvg-convert -o docs/experiment-$$f.png docs/experiment-$$f.svg; done
 
 # Before/after proof of a refactoring (not in `make test`): parse, pd-check and report on
 # every input in tests/data/ give byte-identical output, exit code and files on BASE and here.

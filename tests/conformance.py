@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from tidb_bench_operator.adapters.pd import PodLister
     from tidb_bench_operator.adapters.usage import MetricsAPI
     from tidb_bench_operator.controller.startup import Discovery
+    from tidb_bench_operator.reconcile.experiment.reconciler import ExperimentKube
     from tidb_bench_operator.reconcile.run import RunKube
     from tidb_bench_operator.reconcile.run.gate import ClusterReader
     from tidb_bench_operator.reconcile.schedule.reconciler import ScheduleKube
@@ -30,8 +31,9 @@ if TYPE_CHECKING:
         cluster_reader: ClusterReader = FakeKube()
         pod_lister: PodLister = FakeKube()
         schedule_kube: ScheduleKube = FakeKube(clock)
+        experiment_kube: ExperimentKube = FakeKube(clock)
         discovery: Discovery = FakeDiscovery(set())
         metrics_api: MetricsAPI = RecordedMetricsAPI()
         kube_metrics_api: MetricsAPI = Kube(None)
         _ = (run_kube, cluster_reader, pod_lister, schedule_kube, discovery, metrics_api)
-        _ = (kube_metrics_api,)
+        _ = (kube_metrics_api, experiment_kube)

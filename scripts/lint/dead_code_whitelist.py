@@ -29,11 +29,3 @@ _.redirect_request
 # pymysql reads it before every read (adapters/mysql.py: the greeting within the connect
 # timeout, queries within the longer read timeout; pymysql has no setter).
 _._read_timeout
-
-# #27: the experiment reconciler comes next. It reads the cluster's settle state with these
-# (domain/experiment/settle.py) and calls decide() once per reconcile (domain/experiment/
-# machine.py; vulture already counts decide as used because _Reconcile has a method of that
-# name, so the entry says it for the reader).
-_.moving_v1
-_.moving_v2
-_.decide

@@ -238,9 +238,14 @@ def bed(
     namespace: str,
     mariadb: dict[str, Any],
     db_secret: str,
-) -> RunBed:
-    """A fresh namespace holding the Secret `db`, with builders for runs and stand-in clusters."""
-    return RunBed(api, core, namespace, mariadb)
+) -> Iterator[RunBed]:
+    """A fresh namespace holding the Secret `db`, with builders for runs and stand-in clusters
+    (what they started, e.g. a TiDB proxy, stopped afterwards)."""
+    rb = RunBed(api, core, namespace, mariadb)
+    try:
+        yield rb
+    finally:
+        rb.close()
 
 
 # ---------------------------------------------------------------------- Prometheus

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tidb_bench_operator.errors import KubeError, KubeForbidden
+
 JSON = dict[str, Any]
 Key = tuple[str, str]
 
@@ -102,6 +104,11 @@ class FakeKube:
         self.asked: list[str] = []
         #: Raised by nodes() when set: the API server failing mid-read.
         self.nodes_error: Exception | None = None
+        self.experiments: dict[Key, JSON] = {}
+        #: Kinds whose patch is refused (403), as without deploy/overlays/experiments.
+        self.forbidden_kinds: set[str] = set()
+        #: The experiment's writes in order: "status PHASE", "patch KIND {...}", "finalizers".
+        self.writes: list[str] = []
 
     # ---- arranging the world ------------------------------------------------------------
     def add_secret(self, namespace: str, name: str, data: dict[str, str]) -> None:
@@ -404,6 +411,49 @@ class FakeKube:
         run = self.runs[(namespace, name)]
         run["status"] = json_patch(run.get("status") or {}, ops, "/status")
         return copy.deepcopy(run)
+
+    # ---- BenchmarkExperiments and the cluster objects they patch -------------------------
+    def add_experiment(self, body: JSON) -> None:
+        meta = body["metadata"]
+        meta.setdefault("resourceVersion", "1")
+        self.experiments[(meta["namespace"], meta["name"])] = copy.deepcopy(body)
+
+    def experiment(self, namespace: str, name: str) -> JSON:
+        return copy.deepcopy(self.experiments[(namespace, name)])
+
+    def _bumped(self, obj: JSON) -> JSON:
+        obj["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1)
+        return copy.deepcopy(obj)
+
+    def patch_benchmark_experiment_status(self, namespace: str, name: str, status: JSON) -> JSON:
+        obj = self.experiments[(namespace, name)]
+        obj["status"] = merge_patch(obj.get("status") or {}, status)
+        self.writes.append(f"status {obj['status'].get('phase')}")
+        return self._bumped(obj)
+
+    def set_benchmark_experiment_finalizers(
+        self, namespace: str, name: str, finalizers: list[str], resource_version: str
+    ) -> JSON:
+        obj = self.experiments[(namespace, name)]
+        if obj["metadata"]["resourceVersion"] != resource_version:
+            raise KubeError(f"patching {namespace}/{name}: 409 Conflict")
+        obj["metadata"]["finalizers"] = list(finalizers)
+        self.writes.append(f"finalizers {finalizers}")
+        return self._bumped(obj)
+
+    def patch_cluster_object(
+        self, kind: str, namespace: str, name: str, spec_patch: JSON, *, dry_run: bool = False
+    ) -> JSON:
+        if kind in self.forbidden_kinds:
+            raise KubeForbidden(f"patching {kind} {namespace}/{name}: 403 forbidden")
+        store: dict[Any, JSON] = self.tidbclusters if kind == "TidbCluster" else self.v2_group_store
+        key: Any = (namespace, name) if kind == "TidbCluster" else (namespace, kind, name)
+        obj = store[key]
+        if dry_run:
+            return copy.deepcopy(obj)
+        obj["spec"] = merge_patch(obj.get("spec") or {}, spec_patch)
+        self.writes.append(f"patch {kind} {json.dumps(spec_patch, sort_keys=True)}")
+        return copy.deepcopy(obj)
 
     # ---- reading what happened -----------------------------------------------------------
     def event_reasons(self, kind: str | None = None) -> list[str]:

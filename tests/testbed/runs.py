@@ -5,7 +5,8 @@ from __future__ import annotations
 import copy
 import os
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from testbed.kube import BENCH_LABEL, create_standin_cluster
+from testbed.tidb_proxy import TidbProxy
 
 GROUP, VERSION, PLURAL = "tidbbench.io", "v1alpha1", "benchmarkruns"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -251,6 +253,27 @@ class RunBed:
     core: client.CoreV1Api
     namespace: str
     mariadb: dict[str, Any]
+    #: What `close` undoes, last first (the `bed` fixture calls it at teardown).
+    cleanups: list[Callable[[], None]] = field(default_factory=list)
+
+    def close(self) -> None:
+        while self.cleanups:
+            self.cleanups.pop()()
+
+    def tidb_proxy(
+        self, cluster: str, *, migrate: bool = False, ready_seconds: float = 0.0
+    ) -> TidbProxy:
+        """A started testbed.tidb_proxy.TidbProxy in front of this bed's MariaDB for the TiDB
+        stand-in pods of `cluster` in this namespace, stopped at teardown. A run's SQL goes
+        through it with `target=proxy.target` (spec.target: 127.0.0.1 and the proxy's port).
+        `migrate`, `ready_seconds`: as TidbProxy's (TiDB behind TiProxy)."""
+        upstream = (str(self.mariadb["host"]), int(self.mariadb["port"]))
+        proxy = TidbProxy(
+            self.api, self.namespace, cluster, upstream, migrate=migrate,
+            ready_seconds=ready_seconds,
+        ).start()  # fmt: skip
+        self.cleanups.append(proxy.stop)
+        return proxy
 
     def manifest(self, name: str, **spec: Any) -> dict[str, Any]:
         """`run_manifest` against this bed's MariaDB (pd_url= and spec fields as there)."""

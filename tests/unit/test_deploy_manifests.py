@@ -30,11 +30,13 @@ KUSTOMIZATIONS = {
     "cluster-wide": DEPLOY,
     "namespaced": DEPLOY / "overlays" / "namespaced",
     "run-namespace": DEPLOY / "run-namespace",
+    "experiments": DEPLOY / "overlays" / "experiments",
 }
 RBAC_FILES = [
     DEPLOY / "rbac-cluster.yaml",
     DEPLOY / "rbac-run-namespace.yaml",
     DEPLOY / "overlays" / "namespaced" / "role.yaml",
+    DEPLOY / "overlays" / "experiments" / "rbac.yaml",
 ]
 OPERATOR_SUBJECT = {
     "kind": "ServiceAccount",
@@ -77,6 +79,7 @@ def test_kubectl_kustomize_renders_deploy_with_the_crds_namespace_and_controller
         ("Namespace", "tidb-bench-system"),
         ("CustomResourceDefinition", "benchmarkruns.tidbbench.io"),
         ("CustomResourceDefinition", "benchmarkschedules.tidbbench.io"),
+        ("CustomResourceDefinition", "benchmarkexperiments.tidbbench.io"),
         ("ServiceAccount", "tidb-bench-operator"),
         ("ClusterRole", "tidb-bench-operator"),
         ("ClusterRoleBinding", "tidb-bench-operator"),
@@ -92,7 +95,7 @@ def test_kubectl_kustomize_renders_deploy_with_the_crds_namespace_and_controller
             assert d["metadata"]["namespace"] == "tidb-bench-system", d["metadata"]
     # crds/ is the same generated text, not a copy that could drift.
     crds = {d["metadata"]["name"]: d for d in of_kind(docs, "CustomResourceDefinition")}
-    for path in ("benchmarkrun.yaml", "benchmarkschedule.yaml"):
+    for path in ("benchmarkrun.yaml", "benchmarkschedule.yaml", "benchmarkexperiment.yaml"):
         committed = yaml.safe_load((ROOT / "crds" / path).read_text())
         assert crds[committed["metadata"]["name"]] == committed
 
@@ -285,3 +288,27 @@ def test_benchmark_jobs_are_hardened_and_run_as_the_permission_less_runner(
     # The password reaches the pod by env from the Secret, never as a literal.
     for env in pod["containers"][0]["env"]:
         assert "value" not in env and "secretKeyRef" in env["valueFrom"], env
+
+
+def test_only_the_experiments_overlay_lets_the_controller_change_a_cluster_and_only_by_patch(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    cluster_groups = {"pingcap.com", "core.pingcap.com"}
+
+    def writes(docs: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+        found = []
+        for role in of_kind(docs, "ClusterRole") + of_kind(docs, "Role"):
+            for rule in role["rules"]:
+                if cluster_groups & set(rule.get("apiGroups", [])):
+                    for verb in set(rule["verbs"]) - {"get", "list", "watch"}:
+                        found += [(verb, r, role["metadata"]["name"]) for r in rule["resources"]]
+        return found
+
+    for name in ("cluster-wide", "namespaced", "run-namespace"):
+        assert writes(rendered[name]) == [], name
+    granted = writes(rendered["experiments"])
+    assert {verb for verb, _, _ in granted} == {"patch"}, granted
+    assert {"tidbclusters", "tikvgroups", "tidbgroups", "pdgroups"} <= {r for _, r, _ in granted}
+    [binding] = of_kind(rendered["experiments"], "ClusterRoleBinding")
+    assert binding["subjects"] == [OPERATOR_SUBJECT]
+    assert binding["roleRef"]["name"] == "tidb-bench-operator-experiments"

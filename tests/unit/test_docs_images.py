@@ -27,6 +27,8 @@ IMAGES = {
     ],
     "report-failed-invalid": ["docs/report/failed-and-invalid.yaml"],
     "report-resources": ["docs/report/point-select-resources.yaml"],
+    "experiment-compare": ["examples/experiment/what-if-tikv-3-vs-4.yaml"],
+    "experiment-window": ["tests/data/experiment-window.json"],
 }
 
 

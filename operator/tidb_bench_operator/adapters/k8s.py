@@ -1,4 +1,8 @@
-"""Kubernetes adapter: the one module that talks to the API server (plain dicts in and out)."""
+"""Kubernetes adapter: the one module that talks to the API server (plain dicts in and out).
+
+Why over 500 lines: every call the controller makes is here, with the one error conversion
+(`_converted`) they share; a second adapter module would have to duplicate it.
+"""
 
 from __future__ import annotations
 
@@ -305,6 +309,15 @@ class Kube:
             ),
         )  # fmt: skip
 
+    def benchmark_experiment(self, namespace: str, name: str) -> JSON | None:
+        """One BenchmarkExperiment, or None when it does not exist."""
+        return self._read(
+            "BenchmarkExperiment", namespace, name,
+            lambda **kw: self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, "benchmarkexperiments", name, **kw
+            ),
+        )  # fmt: skip
+
     def benchmark_schedule(self, namespace: str, name: str) -> JSON | None:
         """One BenchmarkSchedule, or None when it does not exist."""
         return self._read(
@@ -388,6 +401,48 @@ class Kube:
                     GROUP, VERSION, namespace, plural, name, {"status": status},
                     _content_type="application/merge-patch+json", _request_timeout=TIMEOUT,
                     _preload_content=False,
+                )
+            )  # fmt: skip
+
+    # ---- BenchmarkExperiments and the cluster objects they patch (#27) -------------------
+    def patch_benchmark_experiment_status(self, namespace: str, name: str, status: JSON) -> JSON:
+        """Merge-patch a BenchmarkExperiment's status subresource; returns the stored object."""
+        return self._patch_status(
+            "BenchmarkExperiment", "benchmarkexperiments", namespace, name, status
+        )
+
+    def set_benchmark_experiment_finalizers(
+        self, namespace: str, name: str, finalizers: list[str], resource_version: str
+    ) -> JSON:
+        """Replace the experiment's finalizers, only if it is still at `resource_version`."""
+        body = {"metadata": {"finalizers": finalizers, "resourceVersion": resource_version}}
+        with _converted(f"setting BenchmarkExperiment {namespace}/{name} finalizers"):
+            return _raw(
+                self.custom.patch_namespaced_custom_object(
+                    GROUP, VERSION, namespace, "benchmarkexperiments", name, body,
+                    _content_type="application/merge-patch+json", _request_timeout=TIMEOUT,
+                    _preload_content=False,
+                )
+            )  # fmt: skip
+
+    def patch_cluster_object(
+        self, kind: str, namespace: str, name: str, spec_patch: JSON, *, dry_run: bool = False
+    ) -> JSON:
+        """Merge-patch the spec of a TidbCluster or a v2 group (`kind`: TidbCluster, TiKVGroup...).
+
+        `dry_run`: the API server checks (RBAC included) and stores nothing.
+        """
+        if kind == "TidbCluster":
+            group, version, plural = "pingcap.com", "v1alpha1", "tidbclusters"
+        else:
+            group, version, plural = V2_API_GROUP, V2_API_VERSION, kind.lower() + "s"
+        extra = {"dry_run": "All"} if dry_run else {}
+        with _converted(f"patching {kind} {namespace}/{name}", from_body=True):
+            return _raw(
+                self.custom.patch_namespaced_custom_object(
+                    group, version, namespace, plural, name, {"spec": spec_patch},
+                    _content_type="application/merge-patch+json", _request_timeout=TIMEOUT,
+                    _preload_content=False, **extra,
                 )
             )  # fmt: skip
 

@@ -12,6 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from tidb_bench_operator import __version__
+from tidb_bench_operator.cli.experiment import (
+    experiment_from_cluster,
+    find_experiment_source,
+    report_experiment,
+)
 from tidb_bench_operator.cli.sources import (
     ScheduleSource,
     compare_sources,
@@ -90,7 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="a BenchmarkRun in the cluster (KUBECONFIG), or a saved BenchmarkRun "
         "(kubectl get -o yaml/json) or its results ConfigMaps (kubectl get configmaps -l "
         "tidbbench.io/run=NAME -o yaml); - reads stdin. schedule/NAME or a saved "
-        "BenchmarkSchedule: the schedule's history, change points and a trend chart per step",
+        "BenchmarkSchedule: the schedule's history, change points and a trend chart per step. "
+        "experiment/NAME or a saved List holding a BenchmarkExperiment (with its runs and the "
+        "operation run's results ConfigMaps): the variants compared, or the operations window",
     )
     report.add_argument(
         "-n", "--namespace", help="namespace of NAME (default: the kubeconfig context's)"
@@ -243,7 +250,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     schedule = find_schedule_source(args.run, args.namespace)
     if schedule is not None:
         return _report_schedule(args, schedule)
-    source = find_report_source(args.run, args.namespace)
+    experiment = find_experiment_source(args.run, args.namespace)
+    if experiment is not None:
+        return report_experiment(args, experiment, _write)
+    try:
+        source = find_report_source(args.run, args.namespace)
+    except TidbBenchError:
+        named = _experiment_named(args.run, args.namespace)
+        if named is None:
+            raise
+        return report_experiment(args, named, _write)
     other, references = compare_sources(args.compare, args.namespace)
     series = source.series
     if args.results:
@@ -277,6 +293,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.html:
         print(f"tidb-bench report: wrote {args.html}", file=sys.stderr)
     return 0
+
+
+def _experiment_named(ref: str, namespace: str | None) -> Any:
+    """A BenchmarkExperiment called `ref` in the cluster when no BenchmarkRun is (None when
+    there is none, or no cluster to ask: the run's error then stands)."""
+    if Path(ref).exists():
+        return None
+    try:
+        return experiment_from_cluster(ref, namespace)
+    except TidbBenchError:
+        return None
 
 
 def _write(target: str, text: str) -> None:

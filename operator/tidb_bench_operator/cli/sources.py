@@ -48,7 +48,7 @@ def load_report_source(text: str, origin: str) -> ReportSource:
                 "(kubectl get benchmarkrun NAME -o yaml)"
             )
         if items and all(isinstance(i, dict) and i.get("kind") == "ConfigMap" for i in items):
-            return _from_results_configmaps(items, origin)
+            return from_results_configmaps(items, origin)
         if len(items) != 1:
             raise TidbBenchError(
                 f"{origin}: a List of {len(items)} objects; save exactly one run "
@@ -62,7 +62,7 @@ def load_report_source(text: str, origin: str) -> ReportSource:
     if not isinstance(meta, dict):
         raise TidbBenchError(f"{origin}: metadata is not a mapping")
     if doc.get("kind") == "ConfigMap":
-        return _from_results_configmaps([doc], origin)
+        return from_results_configmaps([doc], origin)
     if doc.get("kind") not in (None, "BenchmarkRun") or not isinstance(doc.get("status"), dict):
         raise TidbBenchError(
             f"{origin}: a {doc.get('kind') or 'document'} without a BenchmarkRun status; save "
@@ -101,7 +101,7 @@ _RUN_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _FILE_SUFFIXES = (".yaml", ".yml", ".json", ".txt")
 
 
-def _from_results_configmaps(items: list[dict[str, Any]], origin: str) -> ReportSource:
+def from_results_configmaps(items: list[dict[str, Any]], origin: str) -> ReportSource:
     """A run (name, status and interval series) from its results ConfigMaps (domain.results_store).
 
     They have no phase: it is Succeeded when every step succeeded, Failed when one failed,
@@ -202,7 +202,7 @@ def find_report_source(ref: str, namespace: str | None) -> ReportSource:
     if status.get("resultsConfigMap"):
         try:
             items = Kube(api).results_configmaps(ns, ref)
-            stored = _from_results_configmaps(items, ref) if items else None
+            stored = from_results_configmaps(items, ref) if items else None
         except (KubeError, TidbBenchError):
             stored = None  # the charts and the trials' details are left out; the rest stands
         if stored is not None:

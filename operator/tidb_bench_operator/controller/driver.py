@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from tidb_bench_operator.controller.experiments import ExperimentLooks, ExperimentsReconciler
 from tidb_bench_operator.controller.ghosts import (
     NO_GHOST_SEARCH,
     Ghost,
@@ -64,6 +65,7 @@ from tidb_bench_operator.domain.objects import JSON, newer_version
 from tidb_bench_operator.domain.queue import QueueEntry, Turn
 from tidb_bench_operator.domain.status import steps_json_patch, utc_now
 from tidb_bench_operator.errors import KubeError, KubeForbidden
+from tidb_bench_operator.reconcile.experiment.hold import Hold
 from tidb_bench_operator.reconcile.run import Outcome
 from tidb_bench_operator.reconcile.schedule.reconciler import ScheduleOutcome
 
@@ -80,7 +82,7 @@ BACKOFF_FIRST, BACKOFF_MAX = 1.0, 30.0
 #: Looks at the same time that hold a slot (controller/lanes.py: slow looks go beside them).
 WORKERS = 4
 
-Kind = Literal["run", "schedule", "ghost"]
+Kind = Literal["run", "schedule", "ghost", "experiment"]
 Key = tuple[Kind, str, str]
 #: kopf's index of all runs by queue key (handlers.run_queue), read-only here.
 QueueIndex = Mapping[str, Iterable[QueueEntry]]
@@ -145,7 +147,7 @@ def _key(kind: Kind, body: Mapping[str, Any]) -> Key:
 
 
 @dataclass
-class Driver:
+class Driver(ExperimentLooks):
     """Schedules every look at runs and schedules; see the module docstring."""
 
     runs: RunsReconciler
@@ -164,6 +166,9 @@ class Driver:
     ghosts: dict[str, Ghost] = field(default_factory=dict)
     #: Finished runs whose ttlSecondsAfterFinished was acted on (by this process).
     expired: set[Key] = field(default_factory=set)
+    experiments: ExperimentsReconciler | None = None
+    #: queue key -> the experiment changing that cluster: only its own runs are admitted.
+    holds: dict[str, Hold] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._due: dict[Key, float] = {}
@@ -213,6 +218,7 @@ class Driver:
                     self.schedule(("ghost", qkey, ""), 0.0)
                 self.wake_cluster(qkey)
             self._wake_schedule_of(body)
+            self._wake_experiment_of(body)
             return
         if newer_version(old, body):
             self.bodies[key] = body
@@ -226,6 +232,7 @@ class Driver:
         self._seen_phase[key] = _phase(body)
         if seen != _phase(body):
             self._wake_schedule_of(body)
+            self._wake_experiment_of(body)
         found = queue.queue_entry(body)
         if old_entry is not None and (found is None or found[0] != old_entry[0]):
             self.wake_cluster(old_entry[0])
@@ -295,17 +302,34 @@ class Driver:
 
     def turn(self, qkey: str, uid: str) -> Turn:
         entries = self._entries(qkey)
+        hold = self.holds.get(qkey)
+        if hold is not None:
+            # An experiment changes the cluster: its runs queue among themselves, the
+            # others wait until it has put the cluster back.
+            mine = next((e for e in entries if e.uid == uid), None)
+            if mine is None or mine.ref not in hold.runs:
+                return Turn(hold.waiting_text)
+            entries = [e for e in entries if e.ref in hold.runs]
         claimed = self._claimed(qkey, entries)
         return queue.turn(entries, uid, claimed, self._outside(qkey, entries, claimed))
 
-    def wake_cluster(self, qkey: str) -> None:
-        """Look at the waiting runs of `qkey` whose place changed (domain.queue.to_wake)."""
+    def wake_cluster(self, qkey: str, *, everyone: bool = False) -> None:
+        """Look at the waiting runs of `qkey` whose place changed (domain.queue.to_wake);
+        `everyone`: every waiting run (an experiment's hold began or ended)."""
         entries = self._entries(qkey)
+        if everyone:
+            for e in entries:
+                key: Key = ("run", e.namespace, e.name)
+                if e.waits and key in self.bodies and key not in self.expired:
+                    self.schedule(key, 0.0)
+        hold = self.holds.get(qkey)
+        if hold is not None:
+            entries = [e for e in entries if e.ref in hold.runs]
         claimed = self._claimed(qkey, entries)
         for e in queue.to_wake(entries, claimed, self._outside(qkey, entries, claimed)):
-            key: Key = ("run", e.namespace, e.name)
-            if key in self.bodies and key not in self.expired:
-                self.schedule(key, 0.0)
+            run: Key = ("run", e.namespace, e.name)
+            if run in self.bodies and run not in self.expired:
+                self.schedule(run, 0.0)
 
     # ------------------------------------------------------------------ deadlines
     def schedule(self, key: Key, delay: float) -> None:
@@ -424,6 +448,8 @@ class Driver:
             return await self._look_ghost(key[1])
         if key[0] == "schedule":
             return await self._look_schedule(key)
+        if key[0] == "experiment":
+            return await self._look_experiment(key)
         return await self._look_run(key)
 
     async def _look_run(self, key: Key) -> float | None:

@@ -82,8 +82,9 @@ async def on_startup_configure(
     logging.getLogger("kopf.objects").addFilter(_QuietMetricsEvents())
     metrics = Metrics()
     driver = Driver(
-        runs=wired.runs, schedules=wired.schedules, kube=wired.kube, namespaces=WATCHED or None
-    )
+        runs=wired.runs, schedules=wired.schedules, kube=wired.kube,
+        namespaces=WATCHED or None, experiments=wired.experiments,
+    )  # fmt: skip
     memo["controller"] = Controller(driver=driver, metrics=metrics)
     memo["driver_task"] = asyncio.create_task(driver.run(), name="driver")
     if cfg.metrics_port:
@@ -166,6 +167,17 @@ async def on_event_benchmarkschedule(
     else:
         metrics.observe_schedule(plain)
     controller.driver.schedule_event(type, plain)
+
+
+@kopf.on.event(GROUP, VERSION, "benchmarkexperiments", id="experiment")
+async def on_event_benchmarkexperiment(
+    body: Any, memo: kopf.Memo, type: str | None = None, **_: Any
+) -> None:
+    """Tell the Driver; it looks at the experiment (and holds its cluster's queue)."""
+    controller = _controller(memo)
+    if controller is None or not served(body):
+        return
+    controller.driver.experiment_event(type, _ours(body))
 
 
 @kopf.on.probe(id="reconciles")

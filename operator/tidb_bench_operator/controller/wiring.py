@@ -13,6 +13,7 @@ from datetime import timedelta
 from tidb_bench_operator.adapters.k8s import Kube, load_api_client
 from tidb_bench_operator.config import Settings
 from tidb_bench_operator.controller.startup import wait_until_served
+from tidb_bench_operator.reconcile.experiment.reconciler import ExperimentReconciler
 from tidb_bench_operator.reconcile.run import RunReconciler
 from tidb_bench_operator.reconcile.run.connections import (
     build_pd_look,
@@ -30,6 +31,7 @@ class Wired:
     kube: Kube
     runs: RunReconciler
     schedules: ScheduleReconciler
+    experiments: ExperimentReconciler
 
 
 def build(cfg: Settings) -> Wired:
@@ -47,7 +49,12 @@ def build(cfg: Settings) -> Wired:
         usage=build_usage(kube, api, cfg.prometheus_url),
         reach=cfg.reach,
     )
-    return Wired(kube=kube, runs=runs, schedules=ScheduleReconciler(kube))
+    return Wired(
+        kube=kube,
+        runs=runs,
+        schedules=ScheduleReconciler(kube),
+        experiments=ExperimentReconciler(kube),
+    )
 
 
 def wait_for_crds(wired: Wired, cfg: Settings, log: Callable[[str], None]) -> None:

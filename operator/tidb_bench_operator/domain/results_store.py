@@ -65,7 +65,13 @@ def max_points(clients: int) -> int:
     return max(MIN_CLIENT_POINTS, MAX_STEP_POINTS // max(clients, 1))
 
 
-_RATES = ("tps", "qps", "readQps", "writeQps", "otherQps", "errorsPerSec", "reconnectsPerSec")
+#: The rates of an interval line. The runner stores `Interval.model_dump` (snake_case, the
+#: model has no aliases); camelCase is what earlier documents and this module's tests use.
+_RATES = (
+    "tps", "qps", "read_qps", "write_qps", "other_qps", "errors_per_sec", "reconnects_per_sec",
+    "readQps", "writeQps", "otherQps", "errorsPerSec", "reconnectsPerSec",
+)  # fmt: skip
+_LATENCY = ("latency_ms", "latencyMs")
 
 
 def thin(series: Sequence[Mapping[str, Any]], limit: int) -> tuple[list[JSON], int]:
@@ -81,11 +87,12 @@ def thin(series: Sequence[Mapping[str, Any]], limit: int) -> tuple[list[JSON], i
     for start in range(0, len(series), k):
         group = series[start : start + k]
         out = dict(group[-1])
-        for key in _RATES:
+        for key in [k for k in _RATES if any(k in p for p in group)]:
             values = [p[key] for p in group if isinstance(p.get(key), (int, float))]
             out[key] = round(sum(values) / len(values), 3) if values else None
-        lat = [p["latencyMs"] for p in group if isinstance(p.get("latencyMs"), (int, float))]
-        out["latencyMs"] = max(lat) if lat else None
+        for key in [k for k in _LATENCY if any(k in p for p in group)]:
+            lat = [p[key] for p in group if isinstance(p.get(key), (int, float))]
+            out[key] = max(lat) if lat else None
         out["merged"] = len(group)
         merged.append(out)
     return merged, k

@@ -26,6 +26,7 @@ from tidb_bench_operator.domain.results_store import (
     thin,
     trial_parts,
 )
+from unit.domain.experiment.support import LOCK_CLIENTS, series
 
 RUN = RunRef("r" * 253, "n" * 63, "u" * 36)  # the longest names Kubernetes allows
 INDEX = "results-index-" + "x" * 49
@@ -80,6 +81,23 @@ def test_thinning_merges_neighbours_averaging_rates_and_keeping_the_worst_latenc
     assert [p["t"] for p in points] == [3.0, 6.0, 9.0, 10.0]
     assert [p["merged"] for p in points] == [3, 3, 3, 1]
     assert thin(series, 10) == (series, 1)
+
+
+def test_thinning_the_runners_snake_case_lines_averages_errors_and_keeps_the_worst_latency() -> (
+    None
+):
+    # the write lock's two-client recording as the runner stores it (Interval.model_dump)
+    lines = series(LOCK_CLIENTS["0"])
+    points, k = thin(lines, 8)
+    assert k == 3 and len(points) == 8
+    lock = points[3]  # [ 10s ] to [ 12s ]: the lock began in [ 11s ]
+    assert lock["qps"] == round((4136.16 + 54.54 + 0.0) / 3, 3)
+    assert lock["latency_ms"] == 121.08  # [ 12s ] printed 0.00 (no query): not a latency
+    assert "latencyMs" not in lock and "errorsPerSec" not in lock
+    ignored = series("sysbench-1.0.20_oltp_read_write_deadlocks-ignored_recorded.txt")
+    first, _ = thin(ignored, 2)[0]
+    assert first["errors_per_sec"] == round((312.48 + 322.18 + 264.13) / 3, 3)
+    assert first["latency_ms"] == 12.98
 
 
 def test_a_days_step_at_one_second_is_thinned_to_the_bound_and_says_so() -> None:

@@ -16,7 +16,7 @@ from tidb_bench_operator.domain.api.common import (
     StatusModel,
 )
 from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
-from tidb_bench_operator.domain.api.run_status import Condition
+from tidb_bench_operator.domain.api.run_status import AdmittedSpec, Condition
 from tidb_bench_operator.errors import SpecError
 
 #: Arbitrary JSON (a merge patch, a stashed value): the CRD keeps it as written. Only these
@@ -301,11 +301,13 @@ class VariantStatus(StatusModel):
     phase: VariantPhase = Field(default=VariantPhase.PENDING, description="Where the variant is.")
     run: str | None = Field(default=None, description="Its BenchmarkRun's name.")
     patch_applied_at: datetime | None = Field(
-        default=None, description="When the cluster was seen holding the variant's values."
+        default=None, description="When the variant's patch was first sent to the cluster."
     )
     settled_at: datetime | None = Field(default=None, description="When the cluster settled.")
     settle_seconds: float | None = Field(
-        default=None, description="From the patch seen applied to settled."
+        default=None,
+        description="From the patch sent to the cluster seen settled (to within one look, "
+        "about 2 s).",
     )
     summary: VariantSummary | None = Field(default=None, description="The run's result.")
     skipped_reason: str | None = Field(
@@ -413,6 +415,11 @@ class BenchmarkExperimentStatus(StatusModel):
     )
     window: OperationWindow | None = Field(
         default=None, description="The operations window (spec.operation), as measured."
+    )
+    admitted: AdmittedSpec | None = Field(
+        default=None,
+        description="The spec as it was when the stash was written: it governs the experiment "
+        "from then on (later edits of .spec are ignored, so the restore matches the stash).",
     )
     conditions: list[Condition] = Field(default_factory=list, description="Latest observations.")
     message: str | None = Field(default=None, description="Latest notable event, in one sentence.")

@@ -75,6 +75,16 @@ def parse_schedule_spec(data: Mapping[str, Any]) -> BenchmarkScheduleSpec:
     return spec
 
 
+def parse_experiment_spec(data: Mapping[str, Any]) -> BenchmarkExperimentSpec:
+    """Validate a BenchmarkExperiment spec fully, raising SpecError with the field path."""
+    try:
+        spec = BenchmarkExperimentSpec.model_validate(data)
+    except ValidationError as exc:
+        raise _spec_error(exc) from None
+    spec.validate_semantics()
+    return spec
+
+
 def field_path(loc: tuple[int | str, ...]) -> str:
     """`("threads", 1)` -> `threads[1]`: a pydantic error location as a spec field path."""
     path = ""

@@ -21,12 +21,14 @@ from tidb_bench_operator.domain.api.experiment import (
     BenchmarkExperimentSpec,
     BenchmarkExperimentStatus,
     ExperimentPhase,
+    OperationWindow,
     Restored,
     RestoreReason,
     Variant,
     VariantPhase,
     VariantStatus,
     VariantSummary,
+    WindowEvent,
 )
 from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec, ClusterRef
 from tidb_bench_operator.domain.experiment.patch import (
@@ -47,6 +49,7 @@ from tidb_bench_operator.domain.experiment.plan import (
     stash_from,
     variant_patches,
 )
+from tidb_bench_operator.domain.experiment.window import WindowPoint, analyse
 from tidb_bench_operator.domain.manifests import object_name
 
 Phase = ExperimentPhase
@@ -61,6 +64,15 @@ class RunFacts:
     peak_threads: int | None = None
     #: The preflight's finding that the placement is unfair, in our words: pod and node.
     unfair: str | None = None
+    #: The run's status.message (why it failed, say).
+    message: str | None = None
+    #: (operations window) since when the run's one step has measured load, if it has.
+    load_since: datetime | None = None
+    #: (operations window) what the run's guard saw during its step, as timeline events.
+    events: tuple[WindowEvent, ...] = ()
+    #: (operations window) its one step ran to its end, valid or not: the guard calls the
+    #: step disturbed (the run then ends Failed, NoValidStep) because the window is.
+    step_done: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,6 +89,8 @@ class Facts:
     #: Why the cluster cannot be taken now (changing, held by a run or experiment).
     busy: str | None = None
     deleting: bool = False
+    #: (operations window, once its run has finished) the run's measured series.
+    points: tuple[WindowPoint, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -123,8 +137,40 @@ def run_name(experiment: str, item: str) -> str:
 
 
 def items(spec: BenchmarkExperimentSpec) -> list[str]:
-    """What is measured, in order: the baseline (if asked), then the variants."""
+    """What is measured, in order: the baseline (if asked), then the variants; or the
+    operation's one run."""
+    if spec.operation is not None:
+        return [spec.operation.name]
     return ([BASELINE] if spec.baseline else []) + [v.name for v in spec.variants]
+
+
+def aimed_run_spec(spec: BenchmarkExperimentSpec) -> BenchmarkRunSpec:
+    """The run template aimed at the experiment's cluster (namespace and kind filled in)."""
+    ref, cluster = spec.run.cluster, spec.cluster
+    aimed = ClusterRef(
+        name=cluster.name,
+        namespace=cluster.namespace,
+        kind=cluster.kind,
+        tidb_group=ref.tidb_group if ref else None,
+    )
+    update: dict[str, Any] = {"cluster": aimed}
+    run = spec.run
+    if spec.operation is not None:
+        # The window is the disturbance: the guard records it and the step is kept (not
+        # measured again, not the run failed); a client lost in it fails the window rather
+        # than being measured again after it (stepRetries 0); one point a second for the
+        # dip's shape.
+        if run.guard.policy in ("Retry", "Abort"):
+            update["guard"] = run.guard.model_copy(update={"policy": "Flag"})
+        update["step_retries"] = 0
+        if "report_interval_seconds" not in run.model_fields_set:
+            update["report_interval_seconds"] = 1
+    return run.model_copy(update=update)
+
+
+def run_names(spec: BenchmarkExperimentSpec, experiment: str) -> list[str]:
+    """The names of every run the experiment makes, in order."""
+    return [run_name(experiment, item) for item in items(spec)]
 
 
 def decide(
@@ -205,8 +251,8 @@ class _Reconcile:
             return self.start_restore("End")
         st.current, st.variant = index, names[index]
         entry = st.variants[index]
-        if names[index] == BASELINE:
-            return self.measure(entry)
+        if names[index] == BASELINE or self.spec.operation is not None:
+            return self.measure(entry)  # the operation is sent while its run measures
         st.applied = names[index]
         entry.phase = VariantPhase.APPLYING
         st.phase = Phase.APPLYING
@@ -225,10 +271,13 @@ class _Reconcile:
 
     def applying(self) -> Decision:
         patches = self.towards(self.variant())
-        if patches:
-            return self.done(PatchCluster(patches))
         entry = self.entry()
-        entry.patch_applied_at, entry.phase = self.facts.now, VariantPhase.SETTLING
+        if patches:
+            # The settle time counts from the first send (sent again until the spec holds).
+            entry.patch_applied_at = entry.patch_applied_at or self.facts.now
+            return self.done(PatchCluster(patches))
+        entry.patch_applied_at = entry.patch_applied_at or self.facts.now
+        entry.phase = VariantPhase.SETTLING
         self.st.phase = Phase.SETTLING
         self.st.message = f"{entry.name} applied; waiting for the cluster to settle"
         return self.settling()
@@ -272,41 +321,102 @@ class _Reconcile:
         return self.done(CreateRun(entry.run, self.run_spec()))
 
     def run_spec(self) -> BenchmarkRunSpec:
-        """The run template aimed at the experiment's cluster (namespace and kind filled in)."""
-        ref, cluster = self.spec.run.cluster, self.spec.cluster
-        aimed = ClusterRef(
-            name=cluster.name,
-            namespace=cluster.namespace,
-            kind=cluster.kind,
-            tidb_group=ref.tidb_group if ref else None,
-        )
-        return self.spec.run.model_copy(update={"cluster": aimed})
+        return aimed_run_spec(self.spec)
 
     def measuring(self) -> Decision:
         st, entry, run = self.st, self.entry(), self.facts.run
         assert entry.run is not None
         if run is None or run.phase is None:
             return self.done(CreateRun(entry.run, self.run_spec()))
-        if run.unfair is not None and run.phase in TERMINAL_PHASES:
+        if run.unfair is not None:
+            # Found by its preflight: the run is not left waiting out its timeout.
+            stopped = () if run.phase in TERMINAL_PHASES else (DeleteRun(entry.run),)
             entry.phase, entry.skipped_reason = VariantPhase.SKIPPED, f"unfair: {run.unfair}"
             stop = self.spec.on_unfair_variant == "Stop"
             st.message = f"{entry.name} not measured, {run.unfair}" + (
                 "; stopping as spec.onUnfairVariant says" if stop else ""
             )
             if stop:
-                return self.start_restore("Failure")
-            if st.applied is None:  # the baseline: the cluster as found is unfair
-                return self.begin((st.current or 0) + 1)
-            return self.start_restore("Unfair")
+                after = self.start_restore("Failure")
+            elif st.applied is None:  # the baseline: the cluster as found is unfair
+                after = self.begin((st.current or 0) + 1)
+            else:
+                after = self.start_restore("Unfair")
+            return Decision(stopped + after.actions, after.status)
+        if self.spec.operation is not None:
+            return self.window(entry, run)
         if run.phase == RunPhase.SUCCEEDED:
             entry.phase = VariantPhase.SUCCEEDED
             entry.summary = VariantSummary(peak_qps=run.peak_qps, peak_threads=run.peak_threads)
             return self.begin((st.current or 0) + 1)
         if run.phase in TERMINAL_PHASES:
             entry.phase = VariantPhase.FAILED
-            st.message = f"{entry.name}'s BenchmarkRun {entry.run} ended {run.phase}"
+            st.message = f"{entry.name}'s BenchmarkRun {entry.run} ended {run.phase}" + (
+                f": {run.message}" if run.message else ""
+            )
             return self.start_restore("Failure")
         return self.done()
+
+    # ------------------------------------------------------------------ operations window
+
+    def window(self, entry: VariantStatus, run: RunFacts) -> Decision:
+        """The operation's run holds its load: send the change after afterSeconds, watch it
+        settle, and once the run has finished measure what it did to the load."""
+        st, facts, op = self.st, self.facts, self.spec.operation
+        assert op is not None and entry.run is not None
+        win = st.window = st.window or OperationWindow(run=entry.run)
+        cluster = self.spec.cluster.name
+        if run.phase not in TERMINAL_PHASES:
+            if st.applied is None:
+                since = run.load_since
+                if since is None or (facts.now - since).total_seconds() < op.after_seconds:
+                    st.message = f"holding the load of {entry.run} before {op.name}"
+                    return self.done()
+                st.applied, win.applied_at = op.name, facts.now
+                win.events.append(
+                    WindowEvent(
+                        at=facts.now, source="Experiment", what="OperationApplied",
+                        object=cluster, message=f"{op.name} sent to the cluster",
+                    )
+                )  # fmt: skip
+                st.message = f"{op.name} applied; {entry.run} holds the load through it"
+                return self.done(PatchCluster(self.towards(self.variant())))
+            patches = self.towards(self.variant())
+            if patches:
+                return self.done(PatchCluster(patches))
+            if win.settled_at is None and not facts.moving:
+                win.settled_at = facts.now
+                took = (facts.now - (win.applied_at or facts.now)).total_seconds()
+                win.events.append(
+                    WindowEvent(
+                        at=facts.now, source="Experiment", what="Settled", object=cluster,
+                        message=f"the cluster settled {took:.0f} s after {op.name}",
+                    )
+                )  # fmt: skip
+            st.message = f"{op.name}: " + (
+                "settled; holding the load to the end"
+                if win.settled_at
+                else "settling: " + "; ".join(facts.moving[:3])
+            )
+            return self.done()
+        measured = run.phase == RunPhase.SUCCEEDED or run.step_done
+        if not measured or win.applied_at is None:
+            entry.phase = VariantPhase.FAILED
+            st.message = (
+                f"{entry.run} ended {run.phase}" + (f": {run.message}" if run.message else "")
+                if not measured
+                else f"{entry.run} ended before {op.name} was sent "
+                f"(afterSeconds {op.after_seconds})"
+            )
+            return self.start_restore("Failure")
+        entry.phase = VariantPhase.SUCCEEDED
+        entry.summary = VariantSummary(peak_qps=run.peak_qps, peak_threads=run.peak_threads)
+        st.window = analyse(
+            list(facts.points), win.applied_at, op.tolerance_percent,
+            list(win.events) + list(run.events), run=entry.run, settled_at=win.settled_at,
+        )  # fmt: skip
+        st.message = st.window.message
+        return self.start_restore("End")
 
     # ------------------------------------------------------------------ restore
 

@@ -75,6 +75,55 @@ def _matches_selector(node: Mapping[str, Any], selector: Mapping[str, str]) -> b
     return all(labels.get(k) == v for k, v in selector.items())
 
 
+def _component_node_terms(spec: Mapping[str, Any], component: str) -> list[Mapping[str, Any]]:
+    """The required node affinity's terms (the component's affinity, else the cluster's)."""
+    affinity = get_path(spec, component, "affinity") or spec.get("affinity") or {}
+    terms = get_path(
+        affinity, "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution",
+        "nodeSelectorTerms",
+    )  # fmt: skip
+    return [t for t in terms or [] if isinstance(t, Mapping)]
+
+
+def _requirement_holds(value: str | None, expr: Mapping[str, Any]) -> bool:
+    op, wanted = expr.get("operator"), [str(v) for v in expr.get("values") or []]
+    if op == "In":
+        return value in wanted
+    if op == "NotIn":
+        return value not in wanted
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt") and value is not None and wanted:
+        try:
+            left, right = int(value), int(wanted[0])
+        except ValueError:
+            return False
+        return left > right if op == "Gt" else left < right
+    return False
+
+
+def _matches_terms(node: Mapping[str, Any], terms: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the node passes required node affinity: any term, each of its expressions
+    (labels, and the `metadata.name` field), as the scheduler reads them."""
+    if not terms:
+        return True
+    labels = metadata_labels(node)
+    for term in terms:
+        exprs = [e for e in term.get("matchExpressions") or [] if isinstance(e, Mapping)]
+        fields = [e for e in term.get("matchFields") or [] if isinstance(e, Mapping)]
+        if not exprs and not fields:
+            continue  # an empty term matches nothing
+        if all(_requirement_holds(labels.get(str(e.get("key"))), e) for e in exprs) and all(
+            _requirement_holds(metadata_name(node), e)
+            for e in fields
+            if e.get("key") == "metadata.name"
+        ):
+            return True
+    return False
+
+
 def _domain_of(node: Mapping[str, Any] | None, node_name: str, key: str) -> str | None:
     if node is not None:
         value = metadata_labels(node).get(key)
@@ -144,6 +193,7 @@ def check_topology_spread(
             # Without constraints, judge against what the suggested patch would add.
             constraints = [{"topologyKey": HOSTNAME_KEY, "maxSkew": 1}]
         selector = _component_node_selector(spec, component)
+        node_terms = _component_node_terms(spec, component)
         tolerations = _component_tolerations(spec, component)
         unscheduled = sorted(
             metadata_name(p) for p in comp_pods if not get_path(p, "spec", "nodeName")
@@ -154,14 +204,16 @@ def check_topology_spread(
             max_skew = int(constraint.get("maxSkew") or 1)
             min_domains = constraint.get("minDomains")
             honor_affinity = constraint.get("nodeAffinityPolicy", "Honor") != "Ignore"
-            # Kubernetes counts as domains the nodes that pass the pod's node selector
-            # (nodeAffinityPolicy Honor, the default) whatever their taints
+            # Kubernetes counts as domains the nodes that pass the pod's node selector and
+            # required node affinity (nodeAffinityPolicy Honor, the default) whatever their taints
             # (nodeTaintsPolicy Ignore, the default; TidbCluster cannot set it, docs/preflight.md),
             # so a tainted empty node still counts with 0 pods.
             counts: dict[str, list[str]] = {}
             domain_nodes: dict[str, list[Mapping[str, Any]]] = {}
             for node in nodes:
-                if honor_affinity and not _matches_selector(node, selector):
+                if honor_affinity and not (
+                    _matches_selector(node, selector) and _matches_terms(node, node_terms)
+                ):
                     continue
                 domain = _domain_of(node, metadata_name(node), key)
                 if domain is None:

@@ -121,7 +121,8 @@ def test_a_whole_experiment_measures_baseline_and_variants_and_leaves_the_cluste
     world.moving = ()
     status = step(spec, world, status)
     assert status.phase is ExperimentPhase.MEASURING
-    assert status.variants[1].settle_seconds == 60
+    # From the patch sent (not from the look that saw the spec hold it): three 30 s looks.
+    assert status.variants[1].settle_seconds == 90
     finish_run(world, "what-if-tikv-4", 900)
     status = until(spec, world, status, ExperimentPhase.SETTLING)
     assert world.spec["tikv"]["replicas"] == 3 and world.spec["tidb"]["replicas"] == 3
@@ -311,3 +312,26 @@ def test_a_variant_patching_an_object_that_does_not_exist_fails_before_any_chang
     assert decision.actions == ()
     assert decision.status.phase is ExperimentPhase.FAILED
     assert decision.status.message == "refused: TiKVGroup tikv not found in namespace tidb-cluster"
+
+
+def test_a_window_failed_only_for_its_disturbed_step_is_analysed_one_that_lost_it_fails() -> None:
+    """The guard calls the window's one step disturbed (NoValidStep): that is the window."""
+    operation = {"name": "restart", "patch": {"tidb": {"annotations": {"restartedAt": "1"}}},
+                 "afterSeconds": 12}  # fmt: skip
+    for step_done, ends in ((True, ExperimentPhase.SUCCEEDED), (False, ExperimentPhase.FAILED)):
+        run = {"cluster": {"name": "basic"}, "credentials": {"secretRef": {"name": "root"}},
+               "threads": [4]}  # fmt: skip
+        spec, world = experiment(variants=[], operation=operation, run=run), World()
+        status = until(spec, world, None, ExperimentPhase.MEASURING)
+        since = world.now - timedelta(seconds=30)
+        world.runs["what-if-restart"] = RunFacts(phase="Running", load_since=since)
+        status = step(spec, world, status)  # 30 s of load: the change is sent
+        assert world.spec["tidb"]["annotations"] == {"restartedAt": "1"}
+        world.moving = ()
+        world.runs["what-if-restart"] = RunFacts(phase="Failed", step_done=step_done)
+        status = until(spec, world, status, ExperimentPhase.RESTORING)
+        world.moving = ()
+        status = until(spec, world, status, ends)
+        assert status.window is not None and status.window.applied_at is not None
+        assert (status.window.message is not None) is step_done, status.window
+        assert world.spec == TC["spec"]

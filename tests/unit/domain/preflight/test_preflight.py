@@ -268,6 +268,30 @@ def test_tikv_two_one_zero_over_node2_node3_node1_fails_topology_spread_naming_n
     assert "TiDB node2:1 node3:1 node1:0 — skew 1 <= maxSkew 1" in result.message
 
 
+def test_a_tikv_kept_off_the_bench_node_by_required_node_affinity_does_not_count_it_a_domain() -> (
+    None
+):
+    # As the scheduler reads nodeAffinityPolicy Honor: node1 fails the TiKV's affinity, so
+    # TiKV node2:2 node3:1 has skew 1 (node1:0 would make it 2, and the pod could not go there).
+    nodes, pods = field_note_placement()
+    nodes[0]["metadata"]["labels"]["tidbbench.io/bench-node"] = "true"
+    off_bench = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "tidbbench.io/bench-node", "operator": "DoesNotExist"}]}]}}}  # fmt: skip
+    tc = tidb_cluster(tikv={"topologySpreadConstraints": SPREAD, "affinity": off_bench})
+    result = check_topology_spread(tc, pods, nodes)
+    assert "TiKV node2:2 node3:1 — skew 1 <= maxSkew 1" in result.message, result.message
+    # The cluster-level affinity counts for a component without its own; NotIn by name too.
+    by_name = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "NotIn", "values": ["node1"]}]}]}}}  # fmt: skip
+    tc = tidb_cluster({"affinity": by_name}, tikv={"topologySpreadConstraints": SPREAD})
+    assert "TiKV node2:2 node3:1 — skew 1" in check_topology_spread(tc, pods, nodes).message
+    # Without it, node1 is a domain again.
+    tc = tidb_cluster(tikv={"topologySpreadConstraints": SPREAD})
+    assert "TiKV node2:2 node3:1 node1:0" in check_topology_spread(tc, pods, nodes).message
+
+
 def test_an_empty_control_plane_tainted_node_gets_a_sentence_about_the_taint() -> None:
     nodes, pods = field_note_placement()
     result = check_topology_spread(tidb_cluster({"topologySpreadConstraints": SPREAD}), pods, nodes)

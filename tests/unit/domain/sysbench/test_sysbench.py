@@ -63,6 +63,8 @@ EXPECTED_OUTCOME = {
     "sysbench-1.0.20_oltp_read_only_threads2_histogram_report-interval_recorded.txt": "ok",
     "sysbench-1.0.20_oltp_read_write_client-a-of-2_histogram_recorded.txt": "ok",
     "sysbench-1.0.20_oltp_read_write_client-b-of-2_histogram_recorded.txt": "ok",
+    "sysbench-1.0.20_oltp_read_write_client-a-of-2_read-lock-4s_recorded.txt": "ok",
+    "sysbench-1.0.20_oltp_read_write_client-b-of-2_read-lock-4s_recorded.txt": "ok",
     "sysbench-1.0.20_oltp_read_write_deadlocks-ignored_recorded.txt": "ok",
     "sysbench-1.0.20_oltp_read_write_threads4_p99_recorded.txt": "ok",
     "sysbench-1.0.20_reconnect-segfault-exit139_run_recorded.txt": "no-summary",

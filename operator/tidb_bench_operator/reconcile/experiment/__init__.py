@@ -1,0 +1,1 @@
+"""BenchmarkExperiment orchestration: change the cluster, measure, put it back (#27)."""

@@ -1,0 +1,53 @@
+"""The experiment's report from its object alone: what it says when parts are missing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from tidb_bench_operator.domain.report import experiment as compare
+from tidb_bench_operator.domain.report import window
+
+REPO = Path(__file__).resolve().parents[4]
+WINDOW = json.loads((REPO / "tests" / "data" / "experiment-window.json").read_text())
+COMPARE = yaml.safe_load(
+    (REPO / "examples" / "experiment" / "what-if-tikv-3-vs-4.yaml").read_text()
+)
+
+
+def test_a_window_without_its_run_keeps_the_numbers_and_draws_the_events_alone() -> None:
+    report = window.window_report(WINDOW["items"][0], None, None)
+    assert report.points == [] and report.window.level_qps == 1987.09
+    markdown = window.render_window_markdown(report)
+    assert "Note: the run roll-restart-tidb was not given: no time series." in markdown
+    chart = window.render_window_svg(report)
+    assert 'class="qps" d=""' in chart and chart.count('stroke-dasharray="2 3"') == 12  # 6 events
+
+
+def test_an_experiment_not_started_has_no_variants_to_draw() -> None:
+    pending = {"metadata": {"name": "what-if"}, "spec": COMPARE["items"][0]["spec"]}
+    report = compare.experiment_report(pending, [])
+    assert report.variants == [] and report.phase == "Pending"
+    assert "no variant measured yet" in compare.render_experiment_svg(report)
+    assert "| variant | status |" in compare.render_experiment_markdown(report)
+
+
+def test_the_restore_and_what_it_left_alone_are_said() -> None:
+    experiment = dict(COMPARE["items"][0])
+    experiment["status"] = {
+        **experiment["status"],
+        "restored": {
+            "at": "2026-12-03T10:00:00Z",
+            "settled": True,
+            "leftAlone": ["/tikv/replicas"],
+        },
+    }
+    markdown = compare.render_experiment_markdown(
+        compare.experiment_report(experiment, COMPARE["items"][1:])
+    )
+    assert (
+        "restored 2026-12-03 10:00:00Z, settled; left alone (changed by someone else): "
+        "/tikv/replicas" in markdown
+    )
