@@ -274,7 +274,6 @@ def test_a_dry_run_writes_the_plan_and_changes_nothing(
     assert "tikv-4" in plan and '"replicas":4' in plan.replace(" ", ""), plan
     assert "replicas" in st["plan"][-1], plan  # the restore
     assert exp.tc()["spec"] == found
-    assert exp.runs.core is not None
     runs = exp.custom.list_namespaced_custom_object(
         "tidbbench.io", "v1alpha1", exp.namespace, "benchmarkruns"
     )["items"]
