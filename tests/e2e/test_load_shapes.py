@@ -12,9 +12,9 @@ from testbed.runs import RunBed, why_not
 
 pytestmark = pytest.mark.e2e
 
-#: Beyond what two threads serve on the bed under --rate (31,000 events a second at most in
-#: the gates, 13,000 closed-loop): the queue grows by some 30,000 events a second, and
-#: sysbench may stop on a full queue near the end of the 4 s, in which case the step's
+#: Beyond what two threads serve on the bed under --rate (31,000 events a second in most
+#: gates, 49,000 in one, 13,000 closed-loop): the queue grows by some 30,000 events a second,
+#: and sysbench may stop on a full queue near the end of the 4 s, in which case the step's
 #: numbers come from its interval reports.
 UNREACHABLE = 60_000
 
@@ -52,7 +52,8 @@ def test_a_rate_sweep_marks_the_rate_it_cannot_reach_and_meets_the_lower_ones(
         assert any("measuring started with none queued" in n for n in s["notes"])
     short = steps[2]
     rate = short["rate"]
-    assert rate["reached"] is False and rate["shortfallPercent"] > 20, rate
+    # Short by more than the 5% tolerance; how much more is the machine's speed.
+    assert rate["reached"] is False and rate["shortfallPercent"] > 5, rate
     assert rate["queueMax"] > 1000 and rate["queueAtEnd"] > 0, rate
     assert any(n.startswith("RATE NOT REACHED: target 60,000/s") for n in short["notes"])
     # Queueing is in its latency: far above the reached steps'.
