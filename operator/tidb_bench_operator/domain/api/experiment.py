@@ -292,6 +292,18 @@ class VariantSummary(StatusModel):
     peak_threads: int | None = Field(
         default=None, le=MAX_STATUS_INT, description="Threads at the peak."
     )
+    peak_latency_ms: float | None = Field(
+        default=None, description="The peak step's latency at the run's percentile, in ms."
+    )
+    qps_per_core: float | None = Field(
+        default=None, description="QPS per server core at the peak step (its resources)."
+    )
+    cpu_ms_per_query: float | None = Field(
+        default=None, description="Server CPU milliseconds per query at the peak step."
+    )
+    bottleneck: str | None = Field(
+        default=None, max_length=1024, description="The peak step's bottleneck verdict."
+    )
 
 
 class VariantStatus(StatusModel):

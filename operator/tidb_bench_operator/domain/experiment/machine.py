@@ -60,8 +60,8 @@ class RunFacts:
     """The current variant's BenchmarkRun as read (phase None: it does not exist)."""
 
     phase: str | None = None
-    peak_qps: float | None = None
-    peak_threads: int | None = None
+    #: What its status says it measured (runs.variant_summary), once it has a summary.
+    summary: VariantSummary | None = None
     #: The preflight's finding that the placement is unfair, in our words: pod and node.
     unfair: str | None = None
     #: The run's status.message (why it failed, say).
@@ -347,7 +347,7 @@ class _Reconcile:
             return self.window(entry, run)
         if run.phase == RunPhase.SUCCEEDED:
             entry.phase = VariantPhase.SUCCEEDED
-            entry.summary = VariantSummary(peak_qps=run.peak_qps, peak_threads=run.peak_threads)
+            entry.summary = run.summary or VariantSummary()
             return self.begin((st.current or 0) + 1)
         if run.phase in TERMINAL_PHASES:
             entry.phase = VariantPhase.FAILED
@@ -410,7 +410,7 @@ class _Reconcile:
             )
             return self.start_restore("Failure")
         entry.phase = VariantPhase.SUCCEEDED
-        entry.summary = VariantSummary(peak_qps=run.peak_qps, peak_threads=run.peak_threads)
+        entry.summary = run.summary or VariantSummary()
         st.window = analyse(
             list(facts.points), win.applied_at, op.tolerance_percent,
             list(win.events) + list(run.events), run=entry.run, settled_at=win.settled_at,

@@ -5,8 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
 from tidb_bench_operator.domain.api.common import API_VERSION
+from tidb_bench_operator.domain.api.experiment import VariantSummary
 from tidb_bench_operator.domain.api.run_spec import BenchmarkRunSpec
+from tidb_bench_operator.domain.api.run_status import BenchmarkRunStatus
 from tidb_bench_operator.domain.manifests import MANAGED_BY, RunRef, label_value
 from tidb_bench_operator.domain.preflight.verdict import BENCH_NODE_ISOLATION
 
@@ -47,3 +51,43 @@ def unfair_finding(run_status: Mapping[str, Any]) -> str | None:
         if check.get("name") == BENCH_NODE_ISOLATION and check.get("status") == "Fail":
             return str(check.get("message") or BENCH_NODE_ISOLATION)
     return None
+
+
+def variant_summary(run_status: Mapping[str, Any]) -> VariantSummary:
+    """What the experiment keeps of a variant's finished run: its peak (status.summary) and,
+    from the peak step's resources, QPS per server core, server CPU per query and the
+    bottleneck (docs/resources.md): what the variant changed in the cluster's efficiency."""
+    try:
+        status = BenchmarkRunStatus.model_validate(run_status)
+    except ValidationError:  # not as the controller writes it: keep what can be read
+        raw = run_status.get("summary")
+        raw = raw if isinstance(raw, Mapping) else {}
+        qps, threads = raw.get("peakQps"), raw.get("peakThreads")
+        return VariantSummary(
+            peak_qps=float(qps) if isinstance(qps, int | float) else None,
+            peak_threads=threads if isinstance(threads, int) and threads > 0 else None,
+        )
+    summary = status.summary
+    if summary is None:
+        return VariantSummary()
+    peak = next(
+        (
+            s
+            for s in status.steps
+            if s.valid is not False
+            and s.qps is not None
+            and s.qps == summary.peak_qps
+            and s.threads == summary.peak_threads
+            and summary.workload in (None, s.workload)
+        ),
+        None,
+    )
+    res = peak.resources if peak is not None else None
+    return VariantSummary(
+        peak_qps=summary.peak_qps,
+        peak_threads=summary.peak_threads,
+        peak_latency_ms=summary.peak_latency_ms,
+        qps_per_core=res.qps_per_core if res else None,
+        cpu_ms_per_query=res.cpu_ms_per_query if res else None,
+        bottleneck=res.bottleneck.message if res and res.bottleneck else None,
+    )

@@ -98,6 +98,12 @@ def _measured(steps: Sequence[StepStatus]) -> dict[str, dict[int, StepStatus]]:
     }
 
 
+def _peak(steps: Sequence[StepStatus]) -> StepStatus | None:
+    """The valid step with the highest QPS: where the variant's efficiency is read."""
+    valid = [s for s in steps if s.qps is not None and s.valid is not False]
+    return max(valid, key=lambda s: s.qps or 0.0, default=None)
+
+
 def _settle(seconds: float | None) -> str:
     return "—" if seconds is None else f"{seconds:,.0f} s"
 
@@ -117,14 +123,23 @@ def render_experiment_markdown(report: ExperimentReport) -> str:
     if report.message:
         lines += [cell(report.message), ""]
     lines += [
-        "| variant | status | run | settle time | peak QPS | not measured because |",
-        "|---|---|---|---:|---:|---|",
+        "| variant | status | run | settle time | peak QPS | QPS per core | CPU ms per query "
+        "| bottleneck at the peak | not measured because |",
+        "|---|---|---|---:|---:|---:|---:|---|---|",
     ]
-    for v in report.variants:
-        peak = max((s.qps for s in v.steps if s.qps is not None), default=None)
+    base_cpu: float | None = None
+    for i, v in enumerate(report.variants):
+        peak = _peak(v.steps)
+        res = peak.resources if peak is not None else None
+        cpu = res.cpu_ms_per_query if res else None
+        if i == 0:
+            base_cpu = cpu
+        cpu_text = ms(cpu) if i == 0 or cpu is None else f"{ms(cpu)} ({delta(cpu, base_cpu)})"
+        neck = res.bottleneck.message if res and res.bottleneck else ""
         lines.append(
             f"| {cell(v.name)} | {v.phase} | {cell(v.run or '—')} | {_settle(v.settle_seconds)} "
-            f"| {rate(peak)} | {cell(v.skipped_reason or '')} |"
+            f"| {rate(peak.qps if peak else None)} | {rate(res.qps_per_core if res else None)} "
+            f"| {cpu_text} | {cell(neck)} | {cell(v.skipped_reason or '')} |"
         )
     measured = [(v, _measured(v.steps)) for v in report.variants]
     workloads: list[str] = []

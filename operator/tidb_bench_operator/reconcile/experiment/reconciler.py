@@ -52,6 +52,7 @@ from tidb_bench_operator.domain.experiment.runs import (
     LABEL_EXPERIMENT,
     build_experiment_run,
     unfair_finding,
+    variant_summary,
 )
 from tidb_bench_operator.domain.experiment.settle import moving_v1, moving_v2
 from tidb_bench_operator.domain.experiment.window import WindowPoint, window_points
@@ -222,13 +223,11 @@ class ExperimentReconciler:
         if body is None:
             return RunFacts(), ()
         st = body.get("status") or {}
-        summary = st.get("summary") or {}
         step = (st.get("steps") or [{}])[0]
         run_spec = governing_spec(body)
         facts = RunFacts(
             phase=st.get("phase"),
-            peak_qps=summary.get("peakQps"),
-            peak_threads=summary.get("peakThreads"),
+            summary=variant_summary(st) if st.get("phase") in TERMINAL_PHASES else None,
             unfair=unfair_finding(st),
             message=st.get("message"),
             load_since=_load_since(step, run_spec),

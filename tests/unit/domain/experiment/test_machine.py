@@ -12,6 +12,7 @@ from tidb_bench_operator.domain.api.experiment import (
     BenchmarkExperimentStatus,
     ExperimentPhase,
     VariantPhase,
+    VariantSummary,
 )
 from tidb_bench_operator.domain.experiment.machine import (
     AllowDeletion,
@@ -89,7 +90,9 @@ def until(spec: BenchmarkExperimentSpec, world: World, status: Any, phase: Exper
 
 
 def finish_run(world: World, name: str, qps: float) -> None:
-    world.runs[name] = RunFacts(phase="Succeeded", peak_qps=qps, peak_threads=64)
+    world.runs[name] = RunFacts(
+        phase="Succeeded", summary=VariantSummary(peak_qps=qps, peak_threads=64)
+    )
 
 
 def test_the_stash_is_written_before_any_patch_is_sent() -> None:

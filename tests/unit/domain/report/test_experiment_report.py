@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -51,3 +53,37 @@ def test_the_restore_and_what_it_left_alone_are_said() -> None:
         "restored 2026-12-03 10:00:00Z, settled; left alone (changed by someone else): "
         "/tikv/replicas" in markdown
     )
+
+
+def _with_resources(run: dict[str, Any], cpu_ms: float, neck: str) -> dict[str, Any]:
+    run = copy.deepcopy(run)
+    steps = run["status"]["steps"]
+    top = max((s for s in steps if s.get("qps") is not None), key=lambda s: s["qps"])
+    top["resources"] = {
+        "source": "Prometheus", "qpsPerCore": round(1000 / cpu_ms), "cpuMsPerQuery": cpu_ms,
+        "bottleneck": {"kind": "component", "subject": "tikv-0", "message": neck},
+    }  # fmt: skip
+    return run
+
+
+def test_the_variants_table_has_each_peaks_efficiency_and_cpu_per_query_against_the_baseline() -> (
+    None
+):
+    base, tikv4 = COMPARE["items"][1:3]
+    runs = [_with_resources(base, 2.0, "tikv `tikv-0` at 97% | hot"),
+            _with_resources(tikv4, 2.5, "none (highest 60%: tikv)")]  # fmt: skip
+    markdown = compare.render_experiment_markdown(
+        compare.experiment_report(COMPARE["items"][0], runs)
+    )
+    rows = [line for line in markdown.splitlines() if line.startswith("| baseline |")]
+    assert len(rows) == 1 and "| 500 | 2.00 | tikv `tikv-0` at 97% \\| hot |" in rows[0], rows
+    rows = [line for line in markdown.splitlines() if line.startswith("| tikv-4 |")]
+    assert "| 400 | 2.50 (+25.0%) | none (highest 60%: tikv) |" in rows[0], rows
+
+
+def test_a_variant_without_server_metrics_shows_dashes_not_a_change() -> None:
+    markdown = compare.render_experiment_markdown(
+        compare.experiment_report(COMPARE["items"][0], COMPARE["items"][1:])
+    )
+    row = next(line for line in markdown.splitlines() if line.startswith("| tikv-4 |"))
+    assert "| — | — |  |" in row, row

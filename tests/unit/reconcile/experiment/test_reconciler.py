@@ -71,6 +71,23 @@ def world(**spec: Any) -> tuple[FakeKube, ExperimentReconciler]:
     return kube, ExperimentReconciler(kube, clock=kube.clock)
 
 
+#: A finished run as the controller writes it: one step, its resources and its summary.
+SUCCEEDED: dict[str, Any] = {
+    "phase": "Succeeded",
+    "summary": {"workload": "oltp_point_select", "peakQps": 1000.0, "peakThreads": 1,
+                "peakLatencyMs": 2.5},
+    "steps": [{
+        "index": 0, "workload": "oltp_point_select", "threads": 1, "phase": "Succeeded",
+        "qps": 1000.0, "valid": True,
+        "resources": {
+            "source": "cAdvisor", "serverCores": 0.5, "qpsPerCore": 2000.0, "cpuMsPerQuery": 0.5,
+            "bottleneck": {"kind": "component", "subject": "basic-tidb-0",
+                           "message": "tidb `basic-tidb-0` at 95% of its 0.5-core limit"},
+        },
+    }],
+}  # fmt: skip
+
+
 def finish_runs(kube: FakeKube, preflight: list[dict[str, Any]] | None = None) -> None:
     """Every run not yet finished Succeeds, or (given `preflight`) waits in its preflight."""
     for run in kube.runs.values():
@@ -79,8 +96,7 @@ def finish_runs(kube: FakeKube, preflight: list[dict[str, Any]] | None = None) -
             if preflight is not None:
                 run["status"] = {"phase": "Preflight", "preflight": {"checks": preflight}}
             else:
-                run["status"] = {"phase": "Succeeded",
-                                 "summary": {"peakQps": 1000.0, "peakThreads": 1}}  # fmt: skip
+                run["status"] = SUCCEEDED
 
 
 def drive(kube: FakeKube, rec: ExperimentReconciler, looks: int = 40, **run: Any) -> dict[str, Any]:
@@ -154,3 +170,14 @@ def test_an_edit_of_the_spec_after_the_stash_does_not_change_what_is_restored() 
     assert exp["status"]["phase"] == "Succeeded", exp["status"]
     assert kube.tidbclusters[(NS, "basic")]["spec"] == tidbcluster()["spec"]
     assert not any("tidb" in w and "5" in w for w in kube.writes if w.startswith("patch"))
+
+
+def test_each_measured_variant_keeps_its_peak_and_the_peak_steps_efficiency() -> None:
+    kube, rec = world()
+    exp = drive(kube, rec)
+    assert exp["status"]["phase"] == "Succeeded", exp["status"]
+    for variant in exp["status"]["variants"]:
+        assert variant["summary"] == {
+            "peakQps": 1000.0, "peakThreads": 1, "peakLatencyMs": 2.5, "qpsPerCore": 2000.0,
+            "cpuMsPerQuery": 0.5, "bottleneck": "tidb `basic-tidb-0` at 95% of its 0.5-core limit",
+        }, variant  # fmt: skip
