@@ -29,7 +29,7 @@ EXPECTED = {
         COMPARE,
         [
             "# Experiment what-if",
-            "| baseline | Succeeded | what-if-baseline | — | 49,193 |  |",
+            "| baseline | Succeeded | what-if-baseline | — | 49,193 | — | — |  |  |",
             # the field story's numbers: 25.7k, 30.9k, 34.7k against 39.6k, 49.2k, 45.0k
             "| 64 | 39,562 | 3.89 | 25,665 | — | -35.1% | — |",
             "| 256 | 44,952 | 10.65 | 34,665 | — | -22.9% | — |",
@@ -90,7 +90,7 @@ def test_a_skipped_variant_shows_its_reason_and_no_numbers(
     path.write_text(yaml.safe_dump(doc))
     assert main(["report", str(path)]) == 0
     out = capsys.readouterr().out
-    assert f"| tikv-4 | Skipped | what-if-tikv-4 | 212 s | — | {reason} |" in out
+    assert f"| tikv-4 | Skipped | what-if-tikv-4 | 212 s | — | — | — |  | {reason} |" in out
     assert "tikv-4 QPS" not in out  # nothing measured to compare
 
 
@@ -112,7 +112,7 @@ def test_an_experiment_saved_alone_lists_its_variants_without_numbers(
     path.write_text(yaml.safe_dump(yaml.safe_load(COMPARE.read_text())["items"][0]))
     assert main(["report", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "| tikv-4 | Succeeded | what-if-tikv-4 | — | — |  |" in out
+    assert "| tikv-4 | Succeeded | what-if-tikv-4 | — | — | — | — |  |  |" in out
     assert "QPS and p95 latency by threads" not in out
 
 
