@@ -21,6 +21,7 @@ import pytest
 from kubernetes import client
 
 from e2e.conftest import SESSION, Controller, module_controller
+from testbed.cadvisor import CPU_OF_ANNOTATION
 from testbed.cluster import Testbed
 from testbed.fake_pd import FakePD
 from testbed.kube import (
@@ -92,10 +93,17 @@ class ExpBed:
             p.metadata.name: p.spec.node_name for p in pods if not p.metadata.deletion_timestamp
         }
 
-    def experiment(self, name: str, variants: list[dict[str, Any]], **spec: Any) -> None:
+    def experiment(
+        self,
+        name: str,
+        variants: list[dict[str, Any]],
+        run_settings: dict[str, Any] | None = None,
+        **spec: Any,
+    ) -> None:
         run = self.runs.manifest(
             "template", pd_url=self.pd.url, cluster={"name": "basic"}, threads=[2, 4],
             durationSeconds=3, preflight={"policy": "Enforce", "timeoutSeconds": 60},
+            **(run_settings or {}),
         )["spec"]  # fmt: skip
         body = {
             "apiVersion": "tidbbench.io/v1alpha1",
@@ -205,10 +213,15 @@ def test_unprotected_the_third_tikv_lands_on_the_benchmark_node_is_not_measured_
 
 
 def test_protected_the_third_tikv_is_measured_after_it_settles_and_compared_with_the_baseline(
-    exp: ExpBed, exp_controller: Controller, testbed: Testbed
+    exp: ExpBed, exp_controller: Controller, testbed: Testbed, kubelet_prometheus: str
 ) -> None:
     found = exp.cluster(affinity=OFF_BENCH_NODE)
-    exp.experiment("protected", [{"name": "tikv-3", "patch": {"tikv": {"replicas": 3}}}])
+    # The TiDB stand-in shows MariaDB's CPU, read by the bed's Prometheus: server resources.
+    exp.runs.annotate("basic-tidb-0", {CPU_OF_ANNOTATION: "mariadb"})
+    exp.experiment(
+        "protected", [{"name": "tikv-3", "patch": {"tikv": {"replicas": 3}}}],
+        run_settings={"metrics": {"prometheusURL": kubelet_prometheus}},
+    )  # fmt: skip
     seen: dict[str, str] = {}
 
     def ended() -> bool:

@@ -104,6 +104,14 @@ def _peak(steps: Sequence[StepStatus]) -> StepStatus | None:
     return max(valid, key=lambda s: s.qps or 0.0, default=None)
 
 
+def _cpu_ms(value: float | None) -> str:
+    """CPU milliseconds per query: 2 decimals, or 3 significant digits below 1 ms (a point
+    select costs hundredths of a millisecond)."""
+    if value is None:
+        return "—"
+    return f"{value:,.2f}" if value >= 1 else f"{value:.3g}"
+
+
 def _settle(seconds: float | None) -> str:
     return "—" if seconds is None else f"{seconds:,.0f} s"
 
@@ -134,7 +142,9 @@ def render_experiment_markdown(report: ExperimentReport) -> str:
         cpu = res.cpu_ms_per_query if res else None
         if i == 0:
             base_cpu = cpu
-        cpu_text = ms(cpu) if i == 0 or cpu is None else f"{ms(cpu)} ({delta(cpu, base_cpu)})"
+        cpu_text = (
+            _cpu_ms(cpu) if i == 0 or cpu is None else (f"{_cpu_ms(cpu)} ({delta(cpu, base_cpu)})")
+        )
         neck = res.bottleneck.message if res and res.bottleneck else ""
         lines.append(
             f"| {cell(v.name)} | {v.phase} | {cell(v.run or '—')} | {_settle(v.settle_seconds)} "

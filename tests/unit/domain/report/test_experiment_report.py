@@ -87,3 +87,12 @@ def test_a_variant_without_server_metrics_shows_dashes_not_a_change() -> None:
     )
     row = next(line for line in markdown.splitlines() if line.startswith("| tikv-4 |"))
     assert "| — | — |  |" in row, row
+
+
+def test_a_point_selects_hundredths_of_a_millisecond_keep_three_digits() -> None:
+    base, tikv4 = COMPARE["items"][1:3]
+    runs = [_with_resources(base, 0.0201, "none"), _with_resources(tikv4, 0.0185, "none")]
+    markdown = compare.render_experiment_markdown(
+        compare.experiment_report(COMPARE["items"][0], runs)
+    )
+    assert "| 0.0201 | none |" in markdown and "| 0.0185 (-8.0%) | none |" in markdown, markdown
