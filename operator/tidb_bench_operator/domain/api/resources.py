@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import (
     Field,
@@ -55,34 +55,33 @@ class BenchmarkExperiment(StatusModel):
     )
 
 
-def parse_run_spec(data: Mapping[str, Any]) -> BenchmarkRunSpec:
-    """Validate a BenchmarkRun spec fully, raising SpecError with the field path on any problem."""
+#: The specs the controller validates; each checks its cross-field rules in validate_semantics.
+Spec = TypeVar("Spec", BenchmarkRunSpec, BenchmarkScheduleSpec, BenchmarkExperimentSpec)
+
+
+def _parse(model: type[Spec], data: Mapping[str, Any]) -> Spec:
+    """Validate a spec fully, raising SpecError with the field path on any problem."""
     try:
-        spec = BenchmarkRunSpec.model_validate(data)
+        spec = model.model_validate(data)
     except ValidationError as exc:
         raise _spec_error(exc) from None
     spec.validate_semantics()
     return spec
+
+
+def parse_run_spec(data: Mapping[str, Any]) -> BenchmarkRunSpec:
+    """Validate a BenchmarkRun spec fully, raising SpecError with the field path on any problem."""
+    return _parse(BenchmarkRunSpec, data)
 
 
 def parse_schedule_spec(data: Mapping[str, Any]) -> BenchmarkScheduleSpec:
     """Validate a BenchmarkSchedule spec fully, raising SpecError with the field path."""
-    try:
-        spec = BenchmarkScheduleSpec.model_validate(data)
-    except ValidationError as exc:
-        raise _spec_error(exc) from None
-    spec.validate_semantics()
-    return spec
+    return _parse(BenchmarkScheduleSpec, data)
 
 
 def parse_experiment_spec(data: Mapping[str, Any]) -> BenchmarkExperimentSpec:
     """Validate a BenchmarkExperiment spec fully, raising SpecError with the field path."""
-    try:
-        spec = BenchmarkExperimentSpec.model_validate(data)
-    except ValidationError as exc:
-        raise _spec_error(exc) from None
-    spec.validate_semantics()
-    return spec
+    return _parse(BenchmarkExperimentSpec, data)
 
 
 def field_path(loc: tuple[int | str, ...]) -> str:
