@@ -115,12 +115,9 @@ class DeleteRun:
     name: str
 
 
-@dataclass(frozen=True)
-class AllowDeletion:
-    """The cluster is restored: remove the experiment's finalizer."""
-
-
-Action = PatchCluster | CreateRun | DeleteRun | AllowDeletion
+#: No action releases the experiment: the reconciler removes its finalizer once the phase is
+#: final (EXPERIMENT_TERMINAL), which the machine reaches only with the cluster restored.
+Action = PatchCluster | CreateRun | DeleteRun
 
 
 @dataclass(frozen=True)
@@ -200,7 +197,7 @@ class _Reconcile:
     def decide(self) -> Decision:
         st, facts = self.st, self.facts
         if st.phase in EXPERIMENT_TERMINAL:
-            return self.done(AllowDeletion()) if facts.deleting else self.done()
+            return self.done()
         if facts.deleting and st.restore_reason != "Deletion":
             return self.deletion()
         if st.phase is Phase.PENDING:
@@ -482,7 +479,4 @@ class _Reconcile:
     def finish(self, phase: ExperimentPhase, message: str) -> Decision:
         self.st.phase, self.st.message = phase, message
         self.st.variant = None
-        actions: tuple[Action, ...] = ()
-        if phase is Phase.CANCELLED and self.facts.deleting:
-            actions = (AllowDeletion(),)
-        return self.done(*actions)
+        return self.done()

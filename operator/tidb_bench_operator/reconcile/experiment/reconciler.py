@@ -39,7 +39,6 @@ from tidb_bench_operator.domain.api.run_spec import ClusterRef
 from tidb_bench_operator.domain.api.run_status import AdmittedSpec
 from tidb_bench_operator.domain.cluster.view import V1_KIND, V2_KIND, database_pod_selector
 from tidb_bench_operator.domain.experiment.machine import (
-    AllowDeletion,
     CreateRun,
     Decision,
     DeleteRun,
@@ -355,8 +354,6 @@ class ExperimentReconciler:
                     self._event(ref, "Normal", "RunCreated", f"BenchmarkRun {action.name} created")
             elif isinstance(action, DeleteRun):
                 self.kube.delete_benchmark_run(ref.namespace, action.name)
-            elif isinstance(action, AllowDeletion):
-                pass  # a final phase: reconcile() removes the finalizer after the actions
 
     def _announce(
         self, ref: RunRef, before: BenchmarkExperimentStatus | None, decision: Decision

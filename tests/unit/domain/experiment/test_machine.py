@@ -15,7 +15,6 @@ from tidb_bench_operator.domain.api.experiment import (
     VariantSummary,
 )
 from tidb_bench_operator.domain.experiment.machine import (
-    AllowDeletion,
     CreateRun,
     Decision,
     DeleteRun,
@@ -43,7 +42,6 @@ class World:
     busy: str | None = None
     patches: list[dict[str, Any]] = field(default_factory=list)
     deleted_runs: list[str] = field(default_factory=list)
-    allowed_deletion: bool = False
 
     def facts(self, status: BenchmarkExperimentStatus | None) -> Facts:
         run = None
@@ -64,8 +62,6 @@ class World:
                 self.runs.setdefault(action.name, RunFacts(phase="Running"))
             elif isinstance(action, DeleteRun):
                 self.deleted_runs.append(action.name)
-            elif isinstance(action, AllowDeletion):
-                self.allowed_deletion = True
 
 
 def step(
@@ -204,10 +200,9 @@ def test_deleting_mid_measurement_stops_the_run_restores_then_cancels() -> None:
     status = step(spec, world, status)
     assert world.deleted_runs == ["what-if-tikv-4"]
     assert status.phase is ExperimentPhase.RESTORING and world.spec == TC["spec"]
-    assert not world.allowed_deletion
     world.moving = ()
     status = step(spec, world, status)
-    assert status.phase is ExperimentPhase.CANCELLED and world.allowed_deletion
+    assert status.phase is ExperimentPhase.CANCELLED  # final: the reconciler releases it
 
 
 def test_a_variant_that_does_not_settle_in_time_fails_the_experiment_after_the_restore() -> None:
